@@ -1,0 +1,145 @@
+// One client connection: read, parse, route, write, until close, idle timeout or stop.
+
+import Foundation
+
+/// What the router asks the connection to do.
+enum Reply {
+    /// Write a response (possibly delayed or stalled).
+    case response(HTTPResponse)
+    /// Write these bytes, then close (for broken-server cases).
+    case raw([UInt8])
+    /// Close without writing anything.
+    case close
+    /// Never answer: keep the connection until the client goes away or the server stops.
+    case hang
+}
+
+struct Connection {
+    let descriptor: Int32
+    let id: Int
+    let server: MockServer
+    let wake: Int32
+
+    func run() {
+        var buffer: [UInt8] = []
+        var start = 0
+        var continueSent = false
+        let limits = server.configuration
+        while true {
+            switch RequestParser.parse(buffer[start...], maximumHeaderBytes: limits.maximumHeaderBytes,
+                                       maximumBodyBytes: limits.maximumBodyBytes) {
+            case .failure(let status, let reason):
+                var response = HTTPResponse(status: status, text: "\(HTTPResponse.reason(status)): \(reason)\n")
+                response.closeAfter = true
+                return finish(with: response)
+            case .incomplete(let expectsContinue):
+                if expectsContinue && !continueSent {
+                    continueSent = true
+                    Socket.writeAll(descriptor, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                }
+                if start > 0 {
+                    buffer.removeFirst(start)
+                    start = 0
+                }
+                guard Socket.poll([descriptor], wake: wake, timeout: limits.idleTimeout) == .ready,
+                      Socket.read(descriptor, into: &buffer) > 0 else { return }
+            case .complete(let parsed, let consumed):
+                start += consumed
+                continueSent = false
+                let request = ReceivedRequest(parsed, connectionID: id)
+                server.record(request)
+                guard answer(parsed, request) else { return }
+            }
+        }
+    }
+
+    /// Answers one request; returns whether the connection stays open.
+    private func answer(_ parsed: ParsedRequest, _ request: ReceivedRequest) -> Bool {
+        switch Routes.reply(to: request, server: server) {
+        case .close:
+            return false
+        case .raw(let bytes):
+            Socket.writeAll(descriptor, bytes)
+            return false
+        case .hang:
+            var sink: [UInt8] = []
+            while Socket.poll([descriptor], wake: wake, timeout: nil) == .ready {
+                sink.removeAll(keepingCapacity: true)
+                if Socket.read(descriptor, into: &sink) <= 0 { break }
+            }
+            return false
+        case .response(let response):
+            let keepAlive = parsed.keepAlive && !response.closeAfter
+            guard write(response, keepAlive: keepAlive, includeBody: parsed.method != "HEAD") else { return false }
+            return keepAlive
+        }
+    }
+
+    private func write(_ response: HTTPResponse, keepAlive: Bool, includeBody: Bool) -> Bool {
+        if response.delayBeforeHeaders > 0 && !server.pause(seconds: response.delayBeforeHeaders) { return false }
+        let bytes = response.serialized(keepAlive: keepAlive, includeBody: includeBody)
+        if let stallAfter = response.stallAfterBodyBytes, includeBody {
+            let split = bytes.count - response.body.count + min(stallAfter, response.body.count)
+            guard Socket.writeAll(descriptor, Array(bytes[..<split])),
+                  server.pause(seconds: response.stallSeconds) else { return false }
+            return Socket.writeAll(descriptor, Array(bytes[split...]))
+        }
+        return Socket.writeAll(descriptor, bytes)
+    }
+
+    private func finish(with response: HTTPResponse) {
+        _ = write(response, keepAlive: false, includeBody: true)
+        Socket.shutdownWrite(descriptor)
+    }
+}
+
+extension ReceivedRequest {
+    init(_ parsed: ParsedRequest, connectionID: Int) {
+        let pieces = parsed.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let rawQuery = pieces.count > 1 ? String(pieces[1]) : nil
+        self.init(method: parsed.method, target: parsed.target, path: String(pieces.first ?? ""),
+                  rawQuery: rawQuery, queryItems: FormDecoding.decode(rawQuery ?? ""),
+                  headers: parsed.headers, body: Data(parsed.body), connectionID: connectionID)
+    }
+}
+
+/// `application/x-www-form-urlencoded` decoding, used for queries and form bodies.
+enum FormDecoding {
+    static func decode(_ text: String) -> [(name: String, value: String)] {
+        text.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (unescape(parts[0]), parts.count > 1 ? unescape(parts[1]) : "")
+        }
+    }
+
+    /// `+` as space and `%XX` as a byte; a malformed escape stays as written.
+    static func unescape<S: StringProtocol>(_ text: S) -> String {
+        let bytes = Array(text.utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "+") {
+                output.append(32)
+            } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count,
+                      let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                output.append(high << 4 | low)
+                index += 2
+            } else {
+                output.append(byte)
+            }
+            index += 1
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    private static func hex(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 48...57: return byte - 48
+        case 65...70: return byte - 55
+        case 97...102: return byte - 87
+        default: return nil
+        }
+    }
+}

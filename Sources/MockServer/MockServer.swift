@@ -1,0 +1,239 @@
+// MockServer: a reqres.in stand-in plus test endpoints, on POSIX sockets and threads.
+//
+// One thread accepts; each connection gets its own thread with blocking I/O, which is the
+// simplest model that is fast enough (tens of thousands of small requests per second) and
+// easy to stop: every wait polls a wake-up pipe that `stop()` makes readable.
+
+import Foundation
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A local HTTP/1.1 server imitating reqres.in, with test endpoints under `/_test/`.
+///
+/// ```swift
+/// let server = MockServer()
+/// try server.start()
+/// defer { server.stop() }
+/// print(server.baseURL) // http://127.0.0.1:54321
+/// ```
+public final class MockServer: @unchecked Sendable {
+
+    /// What the server imitates and which limits it enforces.
+    public struct Configuration: Sendable {
+        /// The address to listen on: `127.0.0.1` (default) or `::1`.
+        public var host = "127.0.0.1"
+        /// The port; 0 picks a free one (read it back from `port`).
+        public var port: UInt16 = 0
+        /// reqres' default page size (6; 3 reproduces the tutorial's era).
+        public var pageSize = 6
+        /// Whether `/api` requests need an `x-api-key` header (401 without it).
+        public var requiresAPIKey = false
+        /// Largest request line plus headers; larger gets 431.
+        public var maximumHeaderBytes = 16 * 1024
+        /// Largest request body; larger gets 413.
+        public var maximumBodyBytes = 16 * 1024 * 1024
+        /// Most connections open at once; more get 503 and are closed.
+        public var maximumConnections = 512
+        /// How long an idle keep-alive connection stays open, in seconds.
+        public var idleTimeout: TimeInterval = 30
+        /// Whether every request is kept for `receivedRequests` (turn off for benchmarks).
+        public var recordsRequests = true
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The configuration the server was created with.
+    public let configuration: Configuration
+
+    private let lock = NSLock()
+    private var listener: Int32 = -1
+    private var wakePipe: (read: Int32, write: Int32) = (-1, -1)
+    private var boundPort: UInt16 = 0
+    private var running = false
+    private var openConnections: [Int: Int32] = [:]
+    private var nextConnectionID = 0
+    private var records: [ReceivedRequest] = []
+    private var handledCount = 0
+    private let threads = DispatchGroup()
+
+    /// Creates a stopped server.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    deinit { stop() }
+
+    // MARK: - Lifecycle
+
+    /// Binds, listens and starts accepting connections.
+    ///
+    /// - Throws: `MockServer.Failure` when the socket cannot be set up (for example a busy port).
+    public func start() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !running else { return }
+        let pipe = try Socket.makePipe()
+        let listener: Int32
+        let port: UInt16
+        do {
+            (listener, port) = try Socket.listen(host: configuration.host, port: configuration.port)
+        } catch {
+            Socket.close(pipe.read)
+            Socket.close(pipe.write)
+            throw error
+        }
+        self.listener = listener
+        self.wakePipe = pipe
+        self.boundPort = port
+        running = true
+        spawn { [self] in acceptLoop(listener: listener, wake: pipe.read) }
+    }
+
+    /// Closes the listener and every connection, and waits for every server thread to end.
+    public func stop() {
+        lock.lock()
+        guard running else { lock.unlock(); return }
+        running = false
+        let wake = wakePipe
+        lock.unlock()
+        // Every wait in the server polls this pipe; one byte wakes them all.
+        Socket.signal(wake.write)
+        _ = threads.wait(timeout: .now() + 10)
+        lock.lock()
+        Socket.close(listener)
+        listener = -1
+        for (_, descriptor) in openConnections { Socket.close(descriptor) }
+        openConnections = [:]
+        Socket.close(wake.read)
+        Socket.close(wake.write)
+        wakePipe = (-1, -1)
+        lock.unlock()
+    }
+
+    // MARK: - Inspection
+
+    /// The port the server listens on (0 before `start()`).
+    public var port: UInt16 { lock.lock(); defer { lock.unlock() }; return boundPort }
+
+    /// `http://127.0.0.1:<port>` (or `http://[::1]:<port>`), no trailing slash.
+    public var baseURL: URL {
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        return URL(string: "http://\(host):\(port)")!  // built from our own host and number
+    }
+
+    /// Every request received so far, oldest first (when `recordsRequests` is on).
+    public var receivedRequests: [ReceivedRequest] { lock.lock(); defer { lock.unlock() }; return records }
+
+    /// The most recent request whose path is `path`, if any.
+    public func lastRequest(path: String) -> ReceivedRequest? {
+        receivedRequests.last { $0.path == path }
+    }
+
+    /// Forgets the recorded requests.
+    public func clearReceivedRequests() { lock.lock(); records = []; lock.unlock() }
+
+    /// How many connections are open now.
+    public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.count }
+
+    /// How many connections were accepted since `start()`.
+    public var acceptedConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return nextConnectionID }
+
+    /// How many requests were parsed since `start()`.
+    public var handledRequestCount: Int { lock.lock(); defer { lock.unlock() }; return handledCount }
+
+    /// Why the server could not start.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        /// What failed, with the system's reason.
+        public let description: String
+    }
+
+    // MARK: - Internals shared with connections
+
+    func record(_ request: ReceivedRequest) {
+        lock.lock()
+        handledCount += 1
+        if configuration.recordsRequests { records.append(request) }
+        lock.unlock()
+    }
+
+    /// Waits up to `seconds`; returns false when the server is stopping.
+    func pause(seconds: TimeInterval) -> Bool {
+        Socket.poll([], wake: wakeDescriptor, timeout: seconds) != .stopping
+    }
+
+    var wakeDescriptor: Int32 { lock.lock(); defer { lock.unlock() }; return wakePipe.read }
+
+    private func spawn(_ body: @escaping @Sendable () -> Void) {
+        threads.enter()
+        let thread = Thread { [threads] in
+            body()
+            threads.leave()
+        }
+        thread.stackSize = 512 * 1024
+        thread.start()
+    }
+
+    private func acceptLoop(listener: Int32, wake: Int32) {
+        while true {
+            guard Socket.poll([listener], wake: wake, timeout: nil) == .ready else { return }
+            guard let client = Socket.accept(listener) else { continue }
+            lock.lock()
+            let tooMany = openConnections.count >= configuration.maximumConnections
+            let id = nextConnectionID
+            if !tooMany {
+                nextConnectionID += 1
+                openConnections[id] = client
+            }
+            lock.unlock()
+            if tooMany {
+                Socket.writeAll(client, HTTPResponse(status: 503, text: "Too many connections\n").serialized(keepAlive: false, includeBody: true))
+                Socket.close(client)
+                continue
+            }
+            spawn { [self] in
+                Connection(descriptor: client, id: id, server: self, wake: wake).run()
+                lock.lock()
+                let descriptor = openConnections.removeValue(forKey: id)
+                lock.unlock()
+                if let descriptor { Socket.close(descriptor) }
+            }
+        }
+    }
+}
+
+/// A request as the server received it.
+public struct ReceivedRequest: Sendable {
+    /// The method, as sent.
+    public let method: String
+    /// The request target, as sent (path and query).
+    public let target: String
+    /// The path, without the query, still percent-encoded.
+    public let path: String
+    /// The query after `?`, exactly as sent (nil when there was no `?`).
+    public let rawQuery: String?
+    /// The query decoded as a form: `+` as space, `%XX` as bytes, in order.
+    public let queryItems: [(name: String, value: String)]
+    /// The header lines, in order, names as sent.
+    public let headers: [(name: String, value: String)]
+    /// The body bytes (de-chunked).
+    public let body: Data
+    /// Which connection carried it (connections are numbered from 0).
+    public let connectionID: Int
+
+    /// The first header named `name`, compared without case.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    /// The first query value named `name`.
+    public func query(_ name: String) -> String? {
+        queryItems.first { $0.name == name }?.value
+    }
+}

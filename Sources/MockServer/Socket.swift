@@ -1,0 +1,156 @@
+// Thin wrappers over the POSIX socket calls the server needs, identical on Linux and Darwin.
+
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+enum Socket {
+    enum PollResult: Equatable {
+        case ready, timedOut, stopping
+    }
+
+    #if os(Linux)
+    private static let streamType = Int32(SOCK_STREAM.rawValue)
+    private static let sendFlags = Int32(MSG_NOSIGNAL)
+    #else
+    private static let streamType = SOCK_STREAM
+    private static let sendFlags: Int32 = 0
+    #endif
+
+    static func makePipe() throws -> (read: Int32, write: Int32) {
+        var descriptors: [Int32] = [0, 0]
+        guard pipe(&descriptors) == 0 else { throw failure("pipe") }
+        return (descriptors[0], descriptors[1])
+    }
+
+    /// Makes the pipe readable for every poller at once (`send` does not work on pipes).
+    static func signal(_ pipeWriter: Int32) {
+        var byte: UInt8 = 1
+        _ = write(pipeWriter, &byte, 1)
+    }
+
+    /// Listens on `host` (an IPv4 or IPv6 literal); returns the socket and the bound port.
+    static func listen(host: String, port: UInt16) throws -> (Int32, UInt16) {
+        let isIPv6 = host.contains(":")
+        let descriptor = socket(isIPv6 ? AF_INET6 : AF_INET, streamType, 0)
+        guard descriptor >= 0 else { throw failure("socket") }
+        var one: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var bound: Int32
+        if isIPv6 {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = port.bigEndian
+            guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else {
+                close(descriptor)
+                throw MockServer.Failure(description: "'\(host)' is not an IPv6 address")
+            }
+            bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        } else {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+                close(descriptor)
+                throw MockServer.Failure(description: "'\(host)' is not an IPv4 address")
+            }
+            bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        guard bound == 0, systemListen(descriptor, 512) == 0 else {
+            let error = failure("bind/listen on \(host):\(port)")
+            close(descriptor)
+            throw error
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        let actualPort: UInt16 = withUnsafePointer(to: &storage) { pointer in
+            if isIPv6 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+        }
+        return (descriptor, actualPort)
+    }
+
+    static func accept(_ listener: Int32) -> Int32? {
+        let client = systemAccept(listener, nil, nil)
+        guard client >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        #if !os(Linux)
+        setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        return client
+    }
+
+    /// Waits until one of `descriptors` is readable, the timeout passes, or `wake` is readable.
+    static func poll(_ descriptors: [Int32], wake: Int32, timeout: TimeInterval?) -> PollResult {
+        var entries = descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        entries.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+        let milliseconds = timeout.map { Int32(max(0, min($0 * 1000, Double(Int32.max)))) } ?? -1
+        while true {
+            let result = systemPoll(&entries, nfds_t(entries.count), milliseconds)
+            if result < 0 && errno == EINTR { continue }
+            if result < 0 { return .stopping }
+            if entries.last.map({ $0.revents != 0 }) ?? false { return .stopping }
+            return result == 0 ? .timedOut : .ready
+        }
+    }
+
+    /// Reads what is available into `buffer`; returns the count, 0 at end of stream, -1 on error.
+    static func read(_ descriptor: Int32, into buffer: inout [UInt8], maximum: Int = 64 * 1024) -> Int {
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: maximum))
+        let count = buffer.withUnsafeMutableBytes { raw in
+            recv(descriptor, raw.baseAddress! + start, maximum, 0)  // non-nil: the buffer was just grown
+        }
+        buffer.removeLast(maximum - max(0, count))
+        return count
+    }
+
+    /// Writes every byte (or gives up when the peer is gone); returns whether all were written.
+    @discardableResult
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { raw in
+                send(descriptor, raw.baseAddress! + offset, bytes.count - offset, sendFlags)  // non-empty here
+            }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+
+    static func close(_ descriptor: Int32) {
+        if descriptor >= 0 { _ = systemClose(descriptor) }
+    }
+
+    /// Half-closes for writing, so the peer sees the end of the response before the close.
+    static func shutdownWrite(_ descriptor: Int32) {
+        _ = shutdown(descriptor, Int32(SHUT_WR))
+    }
+
+    private static func failure(_ what: String) -> MockServer.Failure {
+        MockServer.Failure(description: "\(what) failed: \(String(cString: strerror(errno)))")
+    }
+}
+
+// The C functions share names with members above; these forward to the system's.
+private func systemListen(_ descriptor: Int32, _ backlog: Int32) -> Int32 { listen(descriptor, backlog) }
+private func systemAccept(_ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?) -> Int32 { accept(descriptor, address, length) }
+private func systemPoll(_ entries: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32) -> Int32 { poll(entries, count, timeout) }
+private func systemClose(_ descriptor: Int32) -> Int32 { close(descriptor) }

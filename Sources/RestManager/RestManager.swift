@@ -1,0 +1,1189 @@
+//
+//  RestManager.swift
+//
+//  A single-file, dependency-free REST client on URLSession that behaves the same on Linux and
+//  on Apple platforms. Copy this file into any app or script: it needs only Foundation
+//  (FoundationNetworking on Linux) and Dispatch.
+//
+//  Outline:
+//    - Public API: request state, the tutorial's calls, async calls, utilities
+//    - Nested types: HttpMethod, RestEntity, Response, Results, CustomError, RequestHandle, MultipartBody
+//    - Request building and encoding
+//    - Transport: session, exchange (one request with its redirects and deadline), delegate
+//    - Private helpers
+//
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Dispatch
+
+/// A small REST client: set headers, query and body parameters, then call `makeRequest`.
+///
+/// ```swift
+/// let rest = RestManager()
+/// rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+/// rest.urlQueryParameters.add(value: "2", forKey: "page")
+/// rest.makeRequest(toURL: URL(string: "https://reqres.in/api/users")!, withHttpMethod: .get) { results in
+///     print(results.response?.httpStatusCode ?? 0)
+/// }
+/// ```
+///
+/// The properties (`requestHttpHeaders`, `urlQueryParameters`, `httpBodyParameters`, `httpBody`,
+/// files) persist between requests, as in the tutorial: each call sends what they hold when it is
+/// made (a snapshot), so changing them while requests are in flight is safe. Call
+/// `clearParameters()` to start the next request from empty query, body and files.
+public final class RestManager: @unchecked Sendable {
+
+    // MARK: - Public API: request state
+
+    /// Headers sent with every `makeRequest`. Lookups ignore the case of the name.
+    public var requestHttpHeaders: RestEntity {
+        get { state.withLock { $0.headers } }
+        set { state.withLock { $0.headers = newValue.ignoringKeyCase() } }
+    }
+
+    /// Query parameters appended (percent-encoded, in insertion order) to the request URL.
+    public var urlQueryParameters: RestEntity {
+        get { state.withLock { $0.query } }
+        set { state.withLock { $0.query = newValue } }
+    }
+
+    /// Body fields, encoded according to the `Content-Type` header: JSON (the default),
+    /// `application/x-www-form-urlencoded`, or `multipart/form-data` (also used when files were added).
+    public var httpBodyParameters: RestEntity {
+        get { state.withLock { $0.bodyParameters } }
+        set { state.withLock { $0.bodyParameters = newValue } }
+    }
+
+    /// A raw body, sent as is when `httpBodyParameters` is empty. Never sent with GET or HEAD.
+    public var httpBody: Data? {
+        get { state.withLock { $0.body } }
+        set { state.withLock { $0.body = newValue } }
+    }
+
+    /// The longest a whole request may take, redirects included, in seconds (default 60).
+    /// Enforced by the library itself, so 0.5 means half a second on Linux too.
+    public var timeoutInterval: TimeInterval {
+        get { state.withLock { $0.timeout } }
+        set { state.withLock { $0.timeout = newValue } }
+    }
+
+    /// The queue completion handlers are called on (default: a global `.userInitiated` queue).
+    public var callbackQueue: DispatchQueue {
+        get { state.withLock { $0.callbackQueue } }
+        set { state.withLock { $0.callbackQueue = newValue } }
+    }
+
+    /// Whether redirects are followed (default `true`). When `false`, the 3xx answer is delivered.
+    public var followsRedirects: Bool {
+        get { state.withLock { $0.followsRedirects } }
+        set { state.withLock { $0.followsRedirects = newValue } }
+    }
+
+    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10).
+    public var maximumRedirects: Int {
+        get { state.withLock { $0.maximumRedirects } }
+        set { state.withLock { $0.maximumRedirects = newValue } }
+    }
+
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL and headers) share one network
+    /// call; every caller still gets its own completion. Deduplicated callers share the first
+    /// caller's timeout. Never applies to other methods.
+    public var deduplicatesRequests: Bool {
+        get { state.withLock { $0.deduplicates } }
+        set { state.withLock { $0.deduplicates = newValue } }
+    }
+
+    /// Creates a manager with its own long-lived URLSession (no cookies, no cache, nothing on disk).
+    ///
+    /// - Parameter maximumConnectionsPerHost: how many connections to one host may be open at once.
+    public init(maximumConnectionsPerHost: Int = 6) {
+        transport = Transport(maximumConnectionsPerHost: maximumConnectionsPerHost)
+    }
+
+    /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files.
+    /// Headers are kept: they usually describe the API rather than one request.
+    public func clearParameters() {
+        state.withLock { state in
+            state.query = RestEntity()
+            state.bodyParameters = RestEntity()
+            state.body = nil
+            state.files = []
+        }
+    }
+
+    /// Adds a file to send as `multipart/form-data`, together with `httpBodyParameters` as text fields.
+    ///
+    /// ```swift
+    /// rest.addFile(jpegData, fieldName: "avatar", fileName: "me.jpg", mimeType: "image/jpeg")
+    /// rest.makeRequest(toURL: uploadURL, withHttpMethod: .post) { results in … }
+    /// ```
+    public func addFile(_ data: Data, fieldName: String, fileName: String, mimeType: String) {
+        let part = MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)
+        state.withLock { $0.files.append(part) }
+    }
+
+    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json`
+    /// unless a JSON type is already set.
+    ///
+    /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
+    public func setHttpBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
+        let data: Data
+        do { data = try encoder.encode(value) } catch {
+            throw CustomError.bodyEncodingFailed(String(describing: error))
+        }
+        state.withLock { state in
+            state.body = data
+            if !ContentKind(state.headers.value(forKey: "Content-Type")).isJSON {
+                state.headers.add(value: "application/json", forKey: "Content-Type")
+            }
+        }
+    }
+
+    // MARK: - Public API: the tutorial's calls
+
+    /// Sends a request built from the manager's headers, query and body, and calls `completion`
+    /// exactly once with the outcome, on `callbackQueue`.
+    ///
+    /// - Parameters:
+    ///   - url: an absolute `http` or `https` URL; a query already in it is kept.
+    ///   - httpMethod: the method; sent upper-case.
+    ///   - timeoutInterval: overrides the manager's `timeoutInterval` for this call.
+    ///   - completion: receives data, response and error; an HTTP error status is not an `error`.
+    /// - Returns: a handle whose `cancel()` ends the request with `CustomError.cancelled`.
+    @discardableResult
+    public func makeRequest(toURL url: URL,
+                            withHttpMethod httpMethod: HttpMethod,
+                            timeoutInterval: TimeInterval? = nil,
+                            completion: @escaping @Sendable (_ result: Results) -> Void) -> RequestHandle {
+        var snapshot = state.withLock { $0 }
+        if let timeoutInterval { snapshot.timeout = timeoutInterval }
+        return perform(url: url, method: httpMethod, snapshot: snapshot, completion: completion)
+    }
+
+    /// Downloads the bytes at `url` (a plain GET: the manager's headers and parameters are not
+    /// sent) and calls `completion` with them, or with nil on any error or non-2xx status.
+    @discardableResult
+    public func getData(fromURL url: URL,
+                        completion: @escaping @Sendable (_ data: Data?) -> Void) -> RequestHandle {
+        loadData(fromURL: url) { result in completion(try? result.get()) }
+    }
+
+    /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or
+    /// `CustomError.unacceptableStatusCode` for a non-2xx answer.
+    @discardableResult
+    public func loadData(fromURL url: URL,
+                         completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
+        let snapshot = state.withLock { $0.forPlainDownload() }
+        return perform(url: url, method: .get, snapshot: snapshot) { results in
+            completion(Result { try results.validatedData() }.mapError(CustomError.wrap))
+        }
+    }
+
+    // MARK: - Public API: async calls
+
+    /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`.
+    /// Cancelling the surrounding `Task` cancels the request (`Results.error` is `.cancelled`).
+    public func makeRequest(toURL url: URL,
+                            withHttpMethod httpMethod: HttpMethod,
+                            timeoutInterval: TimeInterval? = nil) async -> Results {
+        await withCancellableHandle { completion in
+            self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: completion)
+        }
+    }
+
+    /// The `await` form of `getData`: the bytes, or nil on any error or non-2xx status.
+    public func getData(fromURL url: URL) async -> Data? {
+        try? await data(fromURL: url)
+    }
+
+    /// Downloads the bytes at `url` with a plain GET.
+    ///
+    /// - Throws: `CustomError` (`.unacceptableStatusCode` for non-2xx, `.cancelled`, `.timedOut`, …).
+    public func data(fromURL url: URL) async throws -> Data {
+        try await withCancellableHandle { completion in
+            self.loadData(fromURL: url, completion: completion)
+        }.get()
+    }
+
+    /// Sends a request, checks for a 2xx status and decodes the body.
+    ///
+    /// ```swift
+    /// let decoder = JSONDecoder()
+    /// decoder.keyDecodingStrategy = .convertFromSnakeCase
+    /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
+    /// ```
+    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`,
+    ///   or the transport error.
+    public func request<Value: Decodable>(_ type: Value.Type = Value.self,
+                                          fromURL url: URL,
+                                          withHttpMethod httpMethod: HttpMethod = .get,
+                                          decoder: JSONDecoder = JSONDecoder(),
+                                          timeoutInterval: TimeInterval? = nil) async throws -> Value {
+        let results = await makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval)
+        try results.validate()
+        return try results.decode(type, using: decoder)
+    }
+
+    // MARK: - Public API: utilities
+
+    /// The `curl` command line equivalent to the request `makeRequest` would send now.
+    /// `Authorization`, `Cookie` and API-key header values are replaced by `<redacted>`
+    /// unless `revealingSecrets` is true.
+    ///
+    /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
+    public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod,
+                            revealingSecrets: Bool = false) throws -> String {
+        let request = try RequestBuilder.build(url: url, method: httpMethod, snapshot: state.withLock { $0 })
+        return RequestBuilder.curlCommand(for: request, revealingSecrets: revealingSecrets)
+    }
+
+    // MARK: - Nested types: HttpMethod
+
+    /// HTTP methods. The raw values are the tutorial's; `name` is what goes on the wire.
+    public enum HttpMethod: String, Sendable, CaseIterable {
+        case get
+        case post
+        case put
+        case patch
+        case delete
+        case head
+        case options
+
+        /// The method as sent: upper-case (Foundation on Linux sends others verbatim).
+        public var name: String { rawValue.uppercased() }
+    }
+
+    // MARK: - Nested types: RestEntity
+
+    /// An ordered collection of string keys and values: headers, query or body parameters.
+    ///
+    /// Adding an existing key replaces its value in place. Entities used for headers ignore the
+    /// case of keys (`value(forKey: "content-type")` finds `Content-Type`).
+    public struct RestEntity: Sendable, Equatable {
+        private var entries: [Entry] = []
+        private var positions: [String: Int] = [:]
+        private var keysIgnoreCase = false
+
+        private struct Entry: Sendable, Equatable {
+            var key: String
+            var value: String
+        }
+
+        /// An empty entity whose keys are compared exactly.
+        public init() {}
+
+        /// An empty entity; `ignoringKeyCase` makes lookups case-insensitive (for headers).
+        public init(ignoringKeyCase: Bool) { keysIgnoreCase = ignoringKeyCase }
+
+        /// Sets `value` for `key`, replacing (in place) a value already stored for it.
+        public mutating func add(value: String, forKey key: String) {
+            let normalized = normalize(key)
+            if let position = positions[normalized] {
+                entries[position].value = value
+            } else {
+                positions[normalized] = entries.count
+                entries.append(Entry(key: key, value: value))
+            }
+        }
+
+        /// The value stored for `key`, or nil.
+        public func value(forKey key: String) -> String? {
+            positions[normalize(key)].map { entries[$0].value }
+        }
+
+        /// Removes the value stored for `key`, if any.
+        public mutating func removeValue(forKey key: String) {
+            guard let position = positions[normalize(key)] else { return }
+            entries.remove(at: position)
+            reindex()
+        }
+
+        /// Removes every value.
+        public mutating func removeAll() {
+            entries = []
+            positions = [:]
+        }
+
+        /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order).
+        public func allValues() -> [String: String] {
+            Dictionary(entries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+        }
+
+        /// All keys and values in insertion order.
+        public var orderedPairs: [(key: String, value: String)] { entries.map { ($0.key, $0.value) } }
+
+        /// How many keys are stored.
+        public func totalItems() -> Int { entries.count }
+
+        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX`.
+        ///
+        /// `a+b c` becomes `a%2Bb%20c`, so `+` never reaches a server as a space.
+        public var percentEncodedQuery: String {
+            joined(encoding: Encoding.queryAllowed, spaceAsPlus: false)
+        }
+
+        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _`
+        /// kept, space as `+`, everything else `%XX`.
+        public var formURLEncoded: String {
+            joined(encoding: Encoding.formAllowed, spaceAsPlus: true)
+        }
+
+        /// The pairs as a compact JSON object of strings, in insertion order.
+        public var jsonObject: Data {
+            let members = entries.map { "\(Encoding.jsonString($0.key)):\(Encoding.jsonString($0.value))" }
+            return Data("{\(members.joined(separator: ","))}".utf8)
+        }
+
+        public static func == (lhs: RestEntity, rhs: RestEntity) -> Bool {
+            lhs.entries == rhs.entries && lhs.keysIgnoreCase == rhs.keysIgnoreCase
+        }
+
+        func ignoringKeyCase() -> RestEntity {
+            guard !keysIgnoreCase else { return self }
+            var copy = RestEntity(ignoringKeyCase: true)
+            for entry in entries { copy.add(value: entry.value, forKey: entry.key) }
+            return copy
+        }
+
+        private func normalize(_ key: String) -> String { keysIgnoreCase ? key.lowercased() : key }
+
+        private mutating func reindex() {
+            positions = [:]
+            for (index, entry) in entries.enumerated() { positions[normalize(entry.key)] = index }
+        }
+
+        private func joined(encoding allowed: [Bool], spaceAsPlus: Bool) -> String {
+            entries.map {
+                Encoding.percentEncode($0.key, allowed: allowed, spaceAsPlus: spaceAsPlus) + "=" +
+                    Encoding.percentEncode($0.value, allowed: allowed, spaceAsPlus: spaceAsPlus)
+            }.joined(separator: "&")
+        }
+    }
+
+    // MARK: - Nested types: Response and Results
+
+    /// The HTTP part of an answer: status code and headers (readable under any spelling).
+    public struct Response: Sendable {
+        /// The response as Foundation delivered it.
+        public var response: URLResponse?
+        /// The HTTP status code, or 0 when there was no HTTP response.
+        public var httpStatusCode: Int = 0
+        /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform.
+        public var headers = RestEntity(ignoringKeyCase: true)
+
+        /// Reads status and headers from `response`.
+        public init(fromURLResponse response: URLResponse?) {
+            self.response = response
+            guard let http = response as? HTTPURLResponse else { return }
+            httpStatusCode = http.statusCode
+            for (name, value) in http.allHeaderFields {
+                if let name = name as? String { headers.add(value: "\(value)", forKey: name) }
+            }
+        }
+    }
+
+    /// The outcome of a request: the body, the response, or the error that prevented one.
+    public struct Results: Sendable {
+        /// The body; empty (not nil) for an answer without one.
+        public var data: Data?
+        /// Status and headers, when an HTTP answer arrived.
+        public var response: Response?
+        /// Why there is no answer: always a `CustomError`. An HTTP error status is not an error here.
+        public var error: Error?
+
+        /// Creates results from an answer.
+        public init(withData data: Data?, response: Response?, error: Error?) {
+            self.data = data
+            self.response = response
+            self.error = error
+        }
+
+        /// Creates results for a request that produced no answer.
+        public init(withError error: Error) {
+            self.error = error
+        }
+
+        /// The HTTP status code, if an answer arrived.
+        public var statusCode: Int? { response.map(\.httpStatusCode) }
+
+        /// True when an answer arrived with a 2xx status.
+        public var isSuccess: Bool { error == nil && (200..<300).contains(statusCode ?? 0) }
+
+        /// Throws the request's error, or `CustomError.unacceptableStatusCode` for a non-2xx answer.
+        public func validate() throws {
+            if let error { throw error }
+            guard let statusCode, (200..<300).contains(statusCode) else {
+                throw CustomError.unacceptableStatusCode(statusCode ?? 0, body: data ?? Data())
+            }
+        }
+
+        /// Decodes the body as `type` (whatever the status: error bodies decode too).
+        ///
+        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or
+        ///   `CustomError.decodingFailed` with the decoder's error.
+        public func decode<Value: Decodable>(_ type: Value.Type = Value.self,
+                                             using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+            if let error { throw error }
+            guard let data, !data.isEmpty else { throw CustomError.emptyBody(statusCode: statusCode ?? 0) }
+            do { return try decoder.decode(type, from: data) } catch {
+                throw CustomError.decodingFailed(error)
+            }
+        }
+
+        func validatedData() throws -> Data {
+            try validate()
+            return data ?? Data()
+        }
+    }
+
+    // MARK: - Nested types: CustomError
+
+    /// Everything that can go wrong, each case saying what and where.
+    public enum CustomError: Error, LocalizedError, Sendable {
+        /// The tutorial's catch-all; kept for source compatibility.
+        case failedToCreateRequest
+        /// The URL is not an absolute http(s) URL, or contains control characters.
+        case invalidURL(String, reason: String)
+        /// A request header name or value is not allowed (CR/LF, non-token name); the value is not repeated.
+        case invalidHeader(name: String, reason: String)
+        /// The timeout is not a positive number of seconds.
+        case invalidTimeout(TimeInterval)
+        /// The body could not be encoded.
+        case bodyEncodingFailed(String)
+        /// No complete answer within the timeout.
+        case timedOut(URL, after: TimeInterval)
+        /// More redirects than allowed, or a redirect loop.
+        case tooManyRedirects(URL, limit: Int)
+        /// The request was cancelled by the caller.
+        case cancelled
+        /// A network-level failure; the original `URLError` is kept.
+        case transport(URLError)
+        /// An answer arrived, but it was not HTTP.
+        case invalidResponse
+        /// A validating call got a non-2xx status; `body` is what the server sent.
+        case unacceptableStatusCode(Int, body: Data)
+        /// There was no body to decode (for example a 204).
+        case emptyBody(statusCode: Int)
+        /// The body did not decode; the decoder's error is kept.
+        case decodingFailed(Error)
+
+        /// A sentence saying what went wrong.
+        public var errorDescription: String? {
+            switch self {
+            case .failedToCreateRequest:
+                return "Unable to create the URLRequest object."
+            case let .invalidURL(url, reason):
+                return "Invalid URL '\(url)': \(reason)."
+            case let .invalidHeader(name, reason):
+                return "Invalid request header '\(Encoding.printable(name))': \(reason)."
+            case let .invalidTimeout(seconds):
+                return "Invalid timeout \(seconds): it must be a positive number of seconds."
+            case let .bodyEncodingFailed(reason):
+                return "The request body could not be encoded: \(reason)."
+            case let .timedOut(url, seconds):
+                return "The request to \(url.absoluteString) timed out after \(seconds) s."
+            case let .tooManyRedirects(url, limit):
+                return "Too many redirects (more than \(limit)) starting from \(url.absoluteString)."
+            case .cancelled:
+                return "The request was cancelled."
+            case let .transport(error):
+                return "Network error \(error.code.rawValue): \(error.localizedDescription)"
+            case .invalidResponse:
+                return "The server's answer was not an HTTP response."
+            case let .unacceptableStatusCode(code, body):
+                return "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
+            case let .emptyBody(code):
+                return "The answer (HTTP \(code)) has no body to decode."
+            case let .decodingFailed(error):
+                return "The body could not be decoded: \(error)."
+            }
+        }
+
+        /// True for `.cancelled`.
+        public var isCancellation: Bool {
+            if case .cancelled = self { return true }
+            return false
+        }
+
+        static func wrap(_ error: Error) -> CustomError {
+            if let error = error as? CustomError { return error }
+            if let error = error as? URLError { return .transport(error) }
+            return .transport(URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
+        }
+    }
+
+    // MARK: - Nested types: RequestHandle
+
+    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`.
+    /// Its completion is called exactly once, whatever happens first.
+    public final class RequestHandle: @unchecked Sendable {
+        private let lock = Lock()
+        private var completion: (@Sendable (Results) -> Void)?
+        private let queue: DispatchQueue
+        private weak var exchange: Exchange?
+        private var wasCancelled = false
+
+        init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) {
+            self.queue = queue
+            self.completion = completion
+        }
+
+        /// Whether `cancel()` ended this request.
+        public var isCancelled: Bool { lock.withLock { wasCancelled } }
+
+        /// Cancels the request. Does nothing after completion. Safe from any thread.
+        public func cancel() {
+            let exchange: Exchange? = lock.withLock {
+                guard completion != nil else { return nil }
+                wasCancelled = true
+                return self.exchange
+            }
+            guard deliver(Results(withError: CustomError.cancelled)) else { return }
+            exchange?.remove(self)
+        }
+
+        /// Calls the completion if it has not been called yet; returns whether it did.
+        @discardableResult
+        func deliver(_ results: Results) -> Bool {
+            guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
+                defer { self.completion = nil }
+                return self.completion
+            }) else { return false }
+            queue.async { completion(results) }
+            return true
+        }
+
+        /// Records the exchange serving this handle; false when the handle already completed.
+        func attach(to exchange: Exchange) -> Bool {
+            lock.withLock {
+                guard completion != nil else { return false }
+                self.exchange = exchange
+                return true
+            }
+        }
+    }
+
+    // MARK: - Nested types: MultipartBody
+
+    /// A `multipart/form-data` body: text fields and files, with a random boundary and CRLF framing.
+    ///
+    /// ```swift
+    /// var body = RestManager.MultipartBody()
+    /// body.addField(name: "title", value: "Holiday")
+    /// body.addFile(fieldName: "photo", fileName: "beach.jpg", mimeType: "image/jpeg", data: jpeg)
+    /// request.setValue(body.contentType, forHTTPHeaderField: "Content-Type")
+    /// request.httpBody = body.encoded()
+    /// ```
+    public struct MultipartBody: Sendable {
+        /// One part: a text field (no file name) or a file.
+        public struct Part: Sendable, Equatable {
+            /// The form field name.
+            public var name: String
+            /// The file name, for a file part.
+            public var fileName: String?
+            /// The part's `Content-Type`, for a file part.
+            public var contentType: String?
+            /// The part's bytes.
+            public var data: Data
+
+            /// Creates a part.
+            public init(name: String, fileName: String? = nil, contentType: String? = nil, data: Data) {
+                self.name = name
+                self.fileName = fileName
+                self.contentType = contentType
+                self.data = data
+            }
+        }
+
+        /// The boundary between parts.
+        public let boundary: String
+        /// The parts, in order.
+        public var parts: [Part] = []
+
+        /// Creates an empty body with a random boundary (or the one given).
+        public init(boundary: String = "RestManager-" + UUID().uuidString) {
+            self.boundary = boundary
+        }
+
+        /// Appends a text field.
+        public mutating func addField(name: String, value: String) {
+            parts.append(Part(name: name, data: Data(value.utf8)))
+        }
+
+        /// Appends a file.
+        public mutating func addFile(fieldName: String, fileName: String, mimeType: String, data: Data) {
+            parts.append(Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data))
+        }
+
+        /// The value for the `Content-Type` header.
+        public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
+
+        /// The encoded body.
+        public func encoded() -> Data {
+            var body = Data()
+            for part in parts {
+                var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
+                if let fileName = part.fileName { head += "; filename=\"\(Encoding.quotedParameter(fileName))\"" }
+                head += "\r\n"
+                if let contentType = part.contentType { head += "Content-Type: \(Encoding.singleLine(contentType))\r\n" }
+                head += "\r\n"
+                body.append(Data(head.utf8))
+                body.append(part.data)
+                body.append(Data("\r\n".utf8))
+            }
+            body.append(Data("--\(boundary)--\r\n".utf8))
+            return body
+        }
+    }
+
+    // MARK: - Request building and encoding
+
+    /// What one call sends: the manager's state when the call was made.
+    struct Snapshot: Sendable {
+        var headers = RestEntity(ignoringKeyCase: true)
+        var query = RestEntity()
+        var bodyParameters = RestEntity()
+        var body: Data?
+        var files: [MultipartBody.Part] = []
+        var timeout: TimeInterval = 60
+        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
+        var followsRedirects = true
+        var maximumRedirects = 10
+        var deduplicates = false
+
+        /// The same settings without headers, parameters or body: what `getData` sends.
+        func forPlainDownload() -> Snapshot {
+            var plain = Snapshot()
+            plain.timeout = timeout
+            plain.callbackQueue = callbackQueue
+            plain.followsRedirects = followsRedirects
+            plain.maximumRedirects = maximumRedirects
+            plain.deduplicates = deduplicates
+            return plain
+        }
+    }
+
+    /// The body format named by a `Content-Type` value.
+    struct ContentKind {
+        let isJSON: Bool
+        let isForm: Bool
+        let isMultipart: Bool
+
+        init(_ contentType: String?) {
+            let mediaType = (contentType ?? "").split(separator: ";").first
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
+            isForm = mediaType == "application/x-www-form-urlencoded"
+            isMultipart = mediaType == "multipart/form-data"
+        }
+    }
+
+    enum RequestBuilder {
+        static let userAgent = "RestManager/1.0"
+
+        static func build(url: URL, method: HttpMethod, snapshot: Snapshot) throws -> URLRequest {
+            guard snapshot.timeout > 0, snapshot.timeout.isFinite else {
+                throw CustomError.invalidTimeout(snapshot.timeout)
+            }
+            var request = URLRequest(url: try urlWithQuery(url, query: snapshot.query))
+            request.httpMethod = method.name
+            // Foundation on Linux truncates its own timer to whole seconds (0.5 fires at once);
+            // the library enforces the real deadline, so Foundation's only has to come later.
+            request.timeoutInterval = snapshot.timeout.rounded(.up) + 1
+            var headers = snapshot.headers
+            for (name, value) in headers.orderedPairs {
+                try validateHeader(name: name, value: value)
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+            if method != .get && method != .head, let body = try body(for: snapshot, headers: &headers) {
+                request.httpBody = body
+                request.setValue(headers.value(forKey: "Content-Type"), forHTTPHeaderField: "Content-Type")
+            }
+            if headers.value(forKey: "Accept") == nil { request.setValue("*/*", forHTTPHeaderField: "Accept") }
+            if headers.value(forKey: "User-Agent") == nil { request.setValue(userAgent, forHTTPHeaderField: "User-Agent") }
+            return request
+        }
+
+        /// The body for the request, chosen by `Content-Type` (and setting it when missing).
+        static func body(for snapshot: Snapshot, headers: inout RestEntity) throws -> Data? {
+            let kind = ContentKind(headers.value(forKey: "Content-Type"))
+            if !snapshot.files.isEmpty || kind.isMultipart {
+                var multipart = MultipartBody()
+                for (name, value) in snapshot.bodyParameters.orderedPairs { multipart.addField(name: name, value: value) }
+                multipart.parts += snapshot.files
+                headers.add(value: multipart.contentType, forKey: "Content-Type")
+                return multipart.encoded()
+            }
+            if snapshot.bodyParameters.totalItems() > 0 {
+                if kind.isForm { return Data(snapshot.bodyParameters.formURLEncoded.utf8) }
+                if !kind.isJSON {
+                    guard headers.value(forKey: "Content-Type") == nil else {
+                        throw CustomError.bodyEncodingFailed(
+                            "httpBodyParameters cannot be sent as '\(headers.value(forKey: "Content-Type") ?? "")'; use httpBody")
+                    }
+                    headers.add(value: "application/json", forKey: "Content-Type")
+                }
+                return snapshot.bodyParameters.jsonObject
+            }
+            if snapshot.body != nil, headers.value(forKey: "Content-Type") == nil {
+                headers.add(value: "application/octet-stream", forKey: "Content-Type")
+            }
+            return snapshot.body
+        }
+
+        static func urlWithQuery(_ url: URL, query: RestEntity) throws -> URL {
+            let text = url.absoluteString
+            if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw CustomError.invalidURL(Encoding.printable(text), reason: "it contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
+            }
+            guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+                throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
+            }
+            guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+                  let host = components.host, !host.isEmpty else {
+                throw CustomError.invalidURL(text, reason: "it has no host")
+            }
+            components.fragment = nil
+            if query.totalItems() > 0 {
+                // Only our own encoder's output is assigned: an invalid string here would trap.
+                let existing = components.percentEncodedQuery.map { $0.isEmpty ? "" : $0 + "&" } ?? ""
+                components.percentEncodedQuery = existing + query.percentEncodedQuery
+            }
+            guard let result = components.url else { throw CustomError.invalidURL(text, reason: "it cannot be rebuilt") }
+            return result
+        }
+
+        static func validateHeader(name: String, value: String) throws {
+            guard !name.isEmpty, name.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {
+                throw CustomError.invalidHeader(name: name, reason: "a header name may contain only letters, digits and !#$%&'*+-.^_`|~")
+            }
+            if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                throw CustomError.invalidHeader(name: name, reason: "the value contains CR, LF or NUL")
+            }
+        }
+
+        /// Header names whose values are secrets: never shown, never sent to another host.
+        static func isSensitive(headerName: String) -> Bool {
+            let name = headerName.lowercased()
+            return ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name)
+                || name.contains("api-key") || name.contains("apikey") || name.contains("api_key")
+                || name.contains("token") || name.contains("secret")
+        }
+
+        static func curlCommand(for request: URLRequest, revealingSecrets: Bool) -> String {
+            var parts = ["curl"]
+            let method = request.httpMethod ?? "GET"
+            if method == "HEAD" { parts.append("--head") } else if method != "GET" { parts.append("-X \(method)") }
+            parts.append(Encoding.shellQuoted(request.url?.absoluteString ?? ""))
+            let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
+            for (name, value) in headers {
+                let shown = !revealingSecrets && isSensitive(headerName: name) ? "<redacted>" : value
+                parts.append("-H " + Encoding.shellQuoted("\(name): \(shown)"))
+            }
+            if let body = request.httpBody, !body.isEmpty {
+                if let text = String(data: body, encoding: .utf8), !text.contains("\0") {
+                    parts.append("--data-binary " + Encoding.shellQuoted(text))
+                } else {
+                    parts.append("--data-binary @body.bin  # \(body.count) bytes of binary data")
+                }
+            }
+            return parts.joined(separator: " ")
+        }
+    }
+
+    /// Percent-encoding, JSON strings and quoting, from explicit ASCII sets
+    /// (`CharacterSet.alphanumerics` is Unicode-aware and `urlQueryAllowed` keeps `+`).
+    enum Encoding {
+        static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        static let formAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")
+        static let tokenCharacters = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
+        private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+        static func asciiTable(_ characters: String) -> [Bool] {
+            var table = [Bool](repeating: false, count: 256)
+            for byte in characters.utf8 { table[Int(byte)] = true }
+            return table
+        }
+
+        static func percentEncode(_ text: String, allowed: [Bool], spaceAsPlus: Bool) -> String {
+            var output = [UInt8]()
+            output.reserveCapacity(text.utf8.count)
+            for byte in text.utf8 {
+                if allowed[Int(byte)] {
+                    output.append(byte)
+                } else if spaceAsPlus && byte == 0x20 {
+                    output.append(UInt8(ascii: "+"))
+                } else {
+                    output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+                }
+            }
+            return String(decoding: output, as: UTF8.self)
+        }
+
+        static func jsonString(_ text: String) -> String {
+            var output = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": output += "\\\""
+                case "\\": output += "\\\\"
+                case "\n": output += "\\n"
+                case "\r": output += "\\r"
+                case "\t": output += "\\t"
+                case _ where scalar.value < 0x20:
+                    output += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                        + String(scalar.value, radix: 16)
+                default: output.unicodeScalars.append(scalar)
+                }
+            }
+            return output + "\""
+        }
+
+        /// A multipart parameter value: quotes and line breaks escaped as browsers do.
+        static func quotedParameter(_ text: String) -> String {
+            text.replacingOccurrences(of: "\"", with: "%22")
+                .replacingOccurrences(of: "\r", with: "%0D")
+                .replacingOccurrences(of: "\n", with: "%0A")
+        }
+
+        static func singleLine(_ text: String) -> String {
+            text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
+        }
+
+        static func shellQuoted(_ text: String) -> String {
+            "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        }
+
+        /// Text for an error message, control characters made visible.
+        static func printable(_ text: String) -> String {
+            String(text.unicodeScalars.map { scalar -> String in
+                scalar.value < 0x20 || scalar.value == 0x7F
+                    ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
+            }.joined())
+        }
+    }
+
+    // MARK: - Transport
+
+    private let state = Locked(Snapshot())
+    private let transport: Transport
+    private let inFlight = Locked([String: Exchange]())
+
+    /// The one core request path: every public call ends here.
+    private func perform(url: URL, method: HttpMethod, snapshot: Snapshot,
+                         completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
+        let handle = RequestHandle(queue: snapshot.callbackQueue, completion: completion)
+        // Prepared off the caller's thread, as in the tutorial (encoding a large body takes time).
+        DispatchQueue.global(qos: .userInitiated).async { [transport, weak self] in
+            let request: URLRequest
+            do {
+                request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
+            } catch {
+                handle.deliver(Results(withError: CustomError.wrap(error)))
+                return
+            }
+            if snapshot.deduplicates, method == .get || method == .head, let self {
+                self.startShared(request, snapshot: snapshot, transport: transport, handle: handle)
+            } else {
+                let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, onFinish: nil)
+                if exchange.add(handle) { exchange.start() }
+            }
+        }
+        return handle
+    }
+
+    /// Joins an identical exchange in flight, or starts one that later callers can join.
+    private func startShared(_ request: URLRequest, snapshot: Snapshot, transport: Transport, handle: RequestHandle) {
+        let key = Self.deduplicationKey(request)
+        let newExchange = inFlight.withLock { table -> Exchange? in
+            if let existing = table[key], existing.add(handle) { return nil }
+            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport) { [weak self] finished in
+                self?.inFlight.withLock { table in
+                    if table[key] === finished { table[key] = nil }
+                }
+            }
+            guard exchange.add(handle) else { return nil }
+            table[key] = exchange
+            return exchange
+        }
+        newExchange?.start()
+    }
+
+    private static func deduplicationKey(_ request: URLRequest) -> String {
+        let headers = (request.allHTTPHeaderFields ?? [:])
+            .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
+        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)"
+    }
+
+    /// Owns the manager's one URLSession; in-flight exchanges keep it alive after the manager is gone.
+    final class Transport: Sendable {
+        let session: URLSession
+
+        init(maximumConnectionsPerHost: Int) {
+            let configuration = URLSessionConfiguration.ephemeral
+            // No cache (on Linux a cache plus cancellation can crash), no cookies, no stored
+            // credentials: nothing written to disk, nothing sent that the caller did not set.
+            configuration.urlCache = nil
+            configuration.httpCookieStorage = nil
+            configuration.httpShouldSetCookies = false
+            configuration.urlCredentialStorage = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            configuration.httpMaximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
+            session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: nil)
+        }
+
+        deinit { session.finishTasksAndInvalidate() }
+    }
+
+    /// One request on the wire: its redirects, its deadline, and the handles waiting for it.
+    final class Exchange: @unchecked Sendable {
+        private let lock = Lock()
+        private let transport: Transport
+        private let firstURL: URL
+        private let timeout: TimeInterval
+        private let followsRedirects: Bool
+        private let maximumRedirects: Int
+        private let onFinish: (@Sendable (Exchange) -> Void)?
+        private var handles: [RequestHandle] = []
+        private var task: URLSessionDataTask?
+        private var timer: DispatchSourceTimer?
+        private var redirectCount = 0
+        private var finished = false
+        private var request: URLRequest
+
+        init(request: URLRequest, snapshot: Snapshot, transport: Transport,
+             onFinish: (@Sendable (Exchange) -> Void)?) {
+            self.request = request
+            self.transport = transport
+            self.firstURL = request.url ?? URL(fileURLWithPath: "/")
+            self.timeout = snapshot.timeout
+            self.followsRedirects = snapshot.followsRedirects
+            self.maximumRedirects = max(0, snapshot.maximumRedirects)
+            self.onFinish = onFinish
+        }
+
+        /// Adds a waiting handle; false when this exchange has already finished.
+        func add(_ handle: RequestHandle) -> Bool {
+            lock.withLock {
+                guard !finished, handle.attach(to: self) else { return false }
+                handles.append(handle)
+                return true
+            }
+        }
+
+        func start() {
+            let timer = DispatchSource.makeTimerSource(queue: .global(qos: .userInitiated))
+            timer.schedule(deadline: .now() + timeout)
+            timer.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.finish(Results(withError: CustomError.timedOut(self.firstURL, after: self.timeout)))
+            }
+            lock.withLock { self.timer = timer }
+            timer.resume()
+            send(request)
+        }
+
+        /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
+        func remove(_ handle: RequestHandle) {
+            let task: URLSessionDataTask? = lock.withLock {
+                handles.removeAll { $0 === handle }
+                guard handles.isEmpty, !finished else { return nil }
+                finished = true
+                return takeResources()
+            }
+            guard let task else { return }
+            Self.cancelLater(task)
+            onFinish?(self)
+        }
+
+        private func send(_ request: URLRequest) {
+            let task = transport.session.dataTask(with: request) { data, response, error in
+                self.received(data: data, response: response, error: error)
+            }
+            let started = lock.withLock { () -> Bool in
+                guard !finished else { return false }
+                self.task = task
+                return true
+            }
+            if started { task.resume() }
+        }
+
+        private func received(data: Data?, response: URLResponse?, error: Error?) {
+            if let error {
+                let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
+                switch urlError.code {
+                case .cancelled:
+                    // The session delegate cancels HTTP auth challenges (Linux would wait forever);
+                    // the 401 is then in the task's response. A cancel of ours finished already.
+                    let taskResponse = response ?? lock.withLock { task?.response }
+                    if let http = taskResponse as? HTTPURLResponse, http.statusCode == 401 {
+                        return finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil))
+                    }
+                    return finish(Results(withError: CustomError.cancelled))
+                case .timedOut:
+                    return finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
+                case .httpTooManyRedirects:
+                    return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: maximumRedirects)))
+                default:
+                    return finish(Results(withError: CustomError.transport(urlError)))
+                }
+            }
+            guard let http = response as? HTTPURLResponse else {
+                return finish(Results(withError: CustomError.invalidResponse))
+            }
+            if followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
+               let location = http.value(forHTTPHeaderField: "Location") {
+                return redirect(from: http, to: location)
+            }
+            finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil))
+        }
+
+        private func redirect(from response: HTTPURLResponse, to location: String) {
+            let (current, hops) = lock.withLock { () -> (URLRequest, Int) in
+                redirectCount += 1
+                return (request, redirectCount)
+            }
+            guard hops <= maximumRedirects else {
+                return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: maximumRedirects)))
+            }
+            guard let currentURL = current.url,
+                  let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
+                  let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                  target.host != nil else {
+                return finish(Results(withError: CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")))
+            }
+            var next = current
+            next.url = target
+            let method = current.httpMethod ?? "GET"
+            let becomesGet = response.statusCode == 303 ? method != "HEAD"
+                : (response.statusCode == 301 || response.statusCode == 302) && method == "POST"
+            if becomesGet {
+                next.httpMethod = "GET"
+                next.httpBody = nil
+                next.setValue(nil, forHTTPHeaderField: "Content-Type")
+                next.setValue(nil, forHTTPHeaderField: "Content-Length")
+            }
+            if !Self.sameOrigin(currentURL, target) {
+                for name in (current.allHTTPHeaderFields ?? [:]).keys where RequestBuilder.isSensitive(headerName: name) {
+                    next.setValue(nil, forHTTPHeaderField: name)
+                }
+            }
+            lock.withLock { request = next }
+            send(next)
+        }
+
+        private func finish(_ results: Results) {
+            let outcome: (waiting: [RequestHandle], task: URLSessionDataTask?)? = lock.withLock {
+                guard !finished else { return nil }
+                finished = true
+                defer { handles = [] }
+                return (handles, takeResources())
+            }
+            guard let outcome else { return }
+            for handle in outcome.waiting { handle.deliver(results) }
+            if let task = outcome.task, task.state != .completed { Self.cancelLater(task) }
+            onFinish?(self)
+        }
+
+        /// Stops the timer and returns the task; call with the lock held.
+        private func takeResources() -> URLSessionDataTask? {
+            timer?.cancel()
+            timer = nil
+            defer { task = nil }
+            return task
+        }
+
+        /// Cancels outside every lock: on Linux `cancel()` hops synchronously onto the session's queue.
+        private static func cancelLater(_ task: URLSessionDataTask) {
+            DispatchQueue.global().async { task.cancel() }
+        }
+
+        private static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
+            first.scheme?.lowercased() == second.scheme?.lowercased()
+                && first.host?.lowercased() == second.host?.lowercased()
+                && effectivePort(first) == effectivePort(second)
+        }
+
+        private static func effectivePort(_ url: URL) -> Int {
+            url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        }
+    }
+
+    /// Handles only redirects and challenges; data arrives through completion handlers.
+    final class SessionDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+        func urlSession(_ session: URLSession, task: URLSessionTask,
+                        willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+                        completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+            // The exchange follows redirects itself, identically on every platform.
+            completionHandler(nil)
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+            #if canImport(FoundationNetworking)
+            // Swift 6.3.1 on Linux never completes a 401 Basic challenge otherwise; the 401 is
+            // read back from the task's response. (TLS is verified by libcurl there, never here.)
+            completionHandler(.cancelAuthenticationChallenge, nil)
+            #else
+            // TLS validation and a 401 without credentials both stay Foundation's job here.
+            completionHandler(.performDefaultHandling, nil)
+            #endif
+        }
+    }
+
+    // MARK: - Private helpers
+
+    /// Runs a completion-handler call as `async`, cancelling it when the surrounding Task is cancelled.
+    /// The handle's completion runs once, so the continuation resumes exactly once.
+    private func withCancellableHandle<Value: Sendable>(
+        _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Value) -> Void) -> RequestHandle
+    ) async -> Value {
+        let slot = Locked(HandleSlot())
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
+                let handle = start { continuation.resume(returning: $0) }
+                let cancelNow = slot.withLock { slot -> Bool in
+                    slot.handle = handle
+                    return slot.cancelled
+                }
+                if cancelNow { handle.cancel() }
+            }
+        } onCancel: {
+            let handle = slot.withLock { slot -> RequestHandle? in
+                slot.cancelled = true
+                return slot.handle
+            }
+            handle?.cancel()
+        }
+    }
+
+    private struct HandleSlot: Sendable {
+        var handle: RequestHandle?
+        var cancelled = false
+    }
+
+    /// An `NSLock` with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15).
+    final class Lock: @unchecked Sendable {
+        private let lock = NSLock()
+
+        func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+            lock.lock()
+            defer { lock.unlock() }
+            return try body()
+        }
+    }
+
+    /// A value behind a `Lock`.
+    final class Locked<Value>: @unchecked Sendable {
+        private let lock = Lock()
+        private var value: Value
+
+        init(_ value: Value) { self.value = value }
+
+        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+            try lock.withLock { try body(&value) }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class CancellationTests: MockServerTestCase {
+    private func cancelled(_ results: RestManager.Results?) -> Bool {
+        (results?.error as? RestManager.CustomError)?.isCancellation ?? false
+    }
+
+    func testCancelBeforeStartCompletesOnceWithCancellation() {
+        let done = expectation(description: "completed")
+        let box = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        handle.cancel()
+        handle.cancel()
+        wait(for: [done], timeout: 5)
+        XCTAssertTrue(cancelled(box.value))
+        XCTAssertTrue(handle.isCancelled)
+        // Nothing more arrives later (the fixture waits for a second request to be sure the first is done).
+        send(.get, "/_test/echo")
+        XCTAssertEqual(box.count, 1)
+    }
+
+    func testCancelDuringTheTransferEndsItAtOnce() {
+        let done = expectation(description: "completed")
+        let box = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        // Wait until the server has the request, then cancel.
+        let received = expectation(for: NSPredicate { _, _ in !self.server.receivedRequests.isEmpty }, evaluatedWith: nil)
+        wait(for: [received], timeout: 5)
+        let started = Date()
+        handle.cancel()
+        wait(for: [done], timeout: 5)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        XCTAssertTrue(cancelled(box.value))
+        XCTAssertEqual(box.count, 1)
+    }
+
+    func testCancelAfterCompletionDoesNothing() {
+        let done = expectation(description: "completed")
+        let box = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        wait(for: [done], timeout: 5)
+        handle.cancel()
+        XCTAssertFalse(handle.isCancelled)
+        XCTAssertEqual(box.value?.response?.httpStatusCode, 200)
+        send(.get, "/_test/echo")
+        XCTAssertEqual(box.count, 1)
+    }
+
+    func testCancellingTheSwiftTaskCancelsTheRequest() async throws {
+        let rest = try XCTUnwrap(self.rest)
+        let target = url("/_test/hang")
+        let task = Task { await rest.makeRequest(toURL: target, withHttpMethod: .get) }
+        while server.receivedRequests.isEmpty { await Task.yield() }
+        task.cancel()
+        let results = await task.value
+        XCTAssertTrue(cancelled(results))
+    }
+
+    func testAlreadyCancelledTaskNeverSends() async throws {
+        let rest = try XCTUnwrap(self.rest)
+        let target = url("/_test/echo")
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await rest.makeRequest(toURL: target, withHttpMethod: .get)
+        }
+        let results = await task.value
+        XCTAssertTrue(cancelled(results))
+    }
+
+    func testThrowingAPIThrowsCancellation() async throws {
+        let rest = try XCTUnwrap(self.rest)
+        let target = url("/_test/hang")
+        let task = Task { try await rest.data(fromURL: target) }
+        while server.receivedRequests.isEmpty { await Task.yield() }
+        task.cancel()
+        do {
+            _ = try await task.value
+            XCTFail("expected cancellation")
+        } catch let error as RestManager.CustomError {
+            XCTAssertTrue(error.isCancellation)
+        }
+    }
+
+    func testManyRandomCancellationsCompleteEachRequestExactlyOnce() {
+        let count = 200
+        let box = ResultBox<Int>()
+        let group = DispatchGroup()
+        var handles: [RestManager.RequestHandle] = []
+        for index in 0..<count {
+            group.enter()
+            let path = index % 3 == 0 ? "/_test/delay?seconds=0.05" : "/_test/echo"
+            handles.append(rest.makeRequest(toURL: url(path), withHttpMethod: .get) { _ in box.set(index); group.leave() })
+        }
+        let toCancel = handles
+        DispatchQueue.concurrentPerform(iterations: count / 2) { toCancel[$0 * 2].cancel() }
+        XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(box.all.sorted(), Array(0..<count))
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class DeduplicationTests: MockServerTestCase {
+    private func fire(_ count: Int, _ method: RestManager.HttpMethod, _ path: String) -> [RestManager.Results] {
+        let box = ResultBox<RestManager.Results>()
+        let group = DispatchGroup()
+        for _ in 0..<count {
+            group.enter()
+            rest.makeRequest(toURL: url(path), withHttpMethod: method) { box.set($0); group.leave() }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        return box.all
+    }
+
+    func testIdenticalConcurrentGetsShareOneNetworkCall() {
+        rest.deduplicatesRequests = true
+        let results = fire(8, .get, "/_test/delay?seconds=0.5")
+        XCTAssertEqual(results.count, 8)
+        XCTAssertTrue(results.allSatisfy { $0.statusCode == 200 })
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testDifferentHeadersAreNotShared() {
+        rest.deduplicatesRequests = true
+        let group = DispatchGroup()
+        for value in ["a", "b"] {
+            group.enter()
+            rest.requestHttpHeaders.add(value: value, forKey: "X-Variant")
+            rest.makeRequest(toURL: url("/_test/delay?seconds=0.3"), withHttpMethod: .get) { _ in group.leave() }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
+    func testPostsAreNeverShared() {
+        rest.deduplicatesRequests = true
+        XCTAssertEqual(fire(4, .post, "/_test/delay?seconds=0.3").count, 4)
+        XCTAssertEqual(server.receivedRequests.count, 4)
+    }
+
+    func testOffByDefault() {
+        XCTAssertEqual(fire(3, .get, "/_test/delay?seconds=0.3").count, 3)
+        XCTAssertEqual(server.receivedRequests.count, 3)
+    }
+
+    func testOneCallerCancellingDoesNotCancelTheOthers() {
+        rest.deduplicatesRequests = true
+        let box = ResultBox<RestManager.Results>()
+        let group = DispatchGroup()
+        var handles: [RestManager.RequestHandle] = []
+        for _ in 0..<3 {
+            group.enter()
+            handles.append(rest.makeRequest(toURL: url("/_test/delay?seconds=0.5"), withHttpMethod: .get) { box.set($0); group.leave() })
+        }
+        handles[0].cancel()
+        XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+        let outcomes = box.all
+        XCTAssertEqual(outcomes.filter { ($0.error as? RestManager.CustomError)?.isCancellation ?? false }.count, 1)
+        XCTAssertEqual(outcomes.filter { $0.statusCode == 200 }.count, 2)
+    }
+}

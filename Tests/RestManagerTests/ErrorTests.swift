@@ -1,0 +1,72 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class ErrorTests: MockServerTestCase {
+    private func error(for target: URL) -> RestManager.CustomError? {
+        let done = expectation(description: "completed")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(toURL: target, withHttpMethod: .get) { box.set($0); done.fulfill() }
+        wait(for: [done], timeout: 15)
+        return box.value?.error as? RestManager.CustomError
+    }
+
+    func testInvalidURLsSayWhatIsWrong() throws {
+        for text in ["ftp://example.com/file", "mailto:someone@example.com", "/relative/path", "http:///nohost"] {
+            let target = try XCTUnwrap(URL(string: text))
+            guard case .invalidURL(let reported, let reason)? = error(for: target) else { XCTFail(text); continue }
+            XCTAssertEqual(reported, text)
+            XCTAssertFalse(reason.isEmpty)
+        }
+    }
+
+    func testErrorsDescribeThemselves() {
+        let error = RestManager.CustomError.invalidHeader(name: "X-A", reason: "the value contains CR, LF or NUL")
+        XCTAssertEqual(error.localizedDescription, "Invalid request header 'X-A': the value contains CR, LF or NUL.")
+        XCTAssertEqual((error as Error).localizedDescription, error.errorDescription)
+        XCTAssertEqual(RestManager.CustomError.failedToCreateRequest.localizedDescription, "Unable to create the URLRequest object.")
+    }
+
+    func testConnectionRefusedKeepsTheURLError() throws {
+        let port = server.port
+        server.stop()
+        guard case .transport(let urlError)? = error(for: URL(string: "http://127.0.0.1:\(port)/api/users")!) else {
+            return XCTFail("expected a transport error")
+        }
+        XCTAssertEqual(urlError.code, .cannotConnectToHost)
+    }
+
+    func testUnresolvableHostIsATransportError() {
+        guard case .transport(let urlError)? = error(for: URL(string: "http://no-such-host.invalid/")!) else {
+            return XCTFail("expected a transport error")
+        }
+        XCTAssertEqual(urlError.code, .cannotFindHost)
+    }
+
+    func testHTTPErrorStatusIsNotAnErrorButIsNotSuccess() {
+        let results = send(.get, "/api/users/23")
+        XCTAssertNil(results.error)
+        XCTAssertEqual(results.response?.httpStatusCode, 404)
+        XCTAssertFalse(results.isSuccess)
+        XCTAssertEqual(results.data, Data("{}".utf8))
+        XCTAssertThrowsError(try results.validate()) { error in
+            guard case .unacceptableStatusCode(404, let body) = error as? RestManager.CustomError else { return XCTFail("\(error)") }
+            XCTAssertEqual(body, Data("{}".utf8))
+        }
+    }
+
+    func testBrokenResponsesAreTransportErrors() {
+        for path in ["/_test/close-before-response", "/_test/close-mid-body", "/_test/garbage"] {
+            let results = send(.get, path)
+            guard case .transport = results.error as? RestManager.CustomError else {
+                XCTFail("\(path): \(String(describing: results.error))"); continue
+            }
+        }
+    }
+
+    func testServerErrorsArriveAsResponses() {
+        for code in [500, 503] {
+            XCTAssertEqual(send(.get, "/_test/status/\(code)").response?.httpStatusCode, code)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class MethodAndHeaderTests: MockServerTestCase {
+    func testEveryMethodGoesOutUpperCase() throws {
+        for method in RestManager.HttpMethod.allCases where method != .head {
+            let results = send(method, "/_test/echo")
+            XCTAssertEqual(results.response?.httpStatusCode, 200, "\(method)")
+            XCTAssertEqual(server.receivedRequests.last?.method, method.name)
+        }
+        XCTAssertEqual(send(.head, "/_test/echo").response?.httpStatusCode, 200)
+        XCTAssertEqual(server.receivedRequests.last?.method, "HEAD")
+        XCTAssertEqual(RestManager.HttpMethod.patch.rawValue, "patch") // the tutorial's raw values stay
+    }
+
+    func testRequestHeaderLookupsIgnoreCase() throws {
+        rest.requestHttpHeaders.add(value: "one", forKey: "X-Custom")
+        rest.requestHttpHeaders.add(value: "two", forKey: "x-custom")
+        XCTAssertEqual(rest.requestHttpHeaders.value(forKey: "X-CUSTOM"), "two")
+        XCTAssertEqual(rest.requestHttpHeaders.totalItems(), 1)
+        let echo = try echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(echo.headers.filter { $0[0].lowercased() == "x-custom" }.map { $0[1] }, ["two"])
+    }
+
+    func testResponseHeadersAreReadableUnderAnySpelling() {
+        let results = send(.get, "/_test/response-headers?ETag=%22v1%22&x-rate-limit=5&content-md5=abc")
+        let headers = results.response?.headers
+        XCTAssertEqual(headers?.value(forKey: "ETag"), "\"v1\"")
+        XCTAssertEqual(headers?.value(forKey: "etag"), "\"v1\"")
+        XCTAssertEqual(headers?.value(forKey: "X-Rate-Limit"), "5")
+        XCTAssertEqual(headers?.value(forKey: "Content-MD5"), "abc")
+    }
+
+    func testDefaultHeadersAreSetAndCallerHeadersWin() throws {
+        var echo = try echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(echo.header("User-Agent"), "RestManager/1.0")
+        XCTAssertEqual(echo.header("Accept"), "*/*")
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "accept")
+        rest.requestHttpHeaders.add(value: "MyApp/2", forKey: "user-agent")
+        echo = try self.echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(echo.header("Accept"), "application/json")
+        XCTAssertEqual(echo.header("User-Agent"), "MyApp/2")
+    }
+
+    func testHeaderInjectionIsRefusedBeforeSending() {
+        for (name, value) in [("X-Evil", "a\r\nInjected: yes"), ("X-Evil", "a\nb"), ("Bad Name", "v"), ("X:Colon", "v"), ("", "v")] {
+            rest.requestHttpHeaders = RestManager.RestEntity()
+            rest.requestHttpHeaders.add(value: value, forKey: name)
+            let results = send(.get, "/_test/echo")
+            guard case .invalidHeader(let reportedName, _) = results.error as? RestManager.CustomError else {
+                XCTFail("\(name): \(String(describing: results.error))"); continue
+            }
+            XCTAssertEqual(reportedName, name)
+            XCTAssertFalse(results.error?.localizedDescription.contains("Injected") ?? true, "the value is not repeated")
+        }
+        XCTAssertTrue(server.receivedRequests.isEmpty)
+    }
+
+    func testReusedManagerSendsNoBodyWithGetAfterJSONPost() throws {
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+        rest.httpBodyParameters.add(value: "morpheus", forKey: "name")
+        XCTAssertEqual(send(.post, "/api/users").response?.httpStatusCode, 201)
+        let get = send(.get, "/api/users/2")
+        XCTAssertNil(get.error)
+        XCTAssertEqual(get.response?.httpStatusCode, 200)
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.body, Data())
+        XCTAssertEqual(send(.head, "/api/users/2").response?.httpStatusCode, 200)
+    }
+
+    func testSequentialRequestsShareOneConnection() {
+        for _ in 0..<5 { XCTAssertEqual(send(.get, "/api/users").response?.httpStatusCode, 200) }
+        XCTAssertEqual(Set(server.receivedRequests.map(\.connectionID)).count, 1)
+        XCTAssertEqual(server.acceptedConnectionCount, 1)
+    }
+
+    func testCookiesAreNeitherStoredNorSent() throws {
+        send(.get, "/_test/set-cookie")
+        let echo = try echo(send(.get, "/_test/echo"))
+        XCTAssertNil(echo.header("Cookie"))
+    }
+}

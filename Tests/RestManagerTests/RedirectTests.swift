@@ -1,0 +1,85 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class RedirectTests: MockServerTestCase {
+    private func postJSON(to path: String) throws -> Echo {
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+        rest.httpBodyParameters.add(value: "v", forKey: "k")
+        return try echo(send(.post, path))
+    }
+
+    func test307And308KeepMethodAndBody() throws {
+        for code in [307, 308] {
+            let echo = try postJSON(to: "/_test/redirect/\(code)?to=/_test/echo")
+            XCTAssertEqual(echo.method, "POST", "\(code)")
+            XCTAssertEqual(echo.bodyText, #"{"k":"v"}"#, "\(code)")
+            XCTAssertEqual(echo.path, "/_test/echo")
+        }
+    }
+
+    func test301And302TurnPostIntoGet() throws {
+        for code in [301, 302] {
+            let echo = try postJSON(to: "/_test/redirect/\(code)?to=/_test/echo")
+            XCTAssertEqual(echo.method, "GET", "\(code)")
+            XCTAssertEqual(echo.bodyData, Data())
+            XCTAssertNil(echo.header("Content-Type"))
+        }
+    }
+
+    func test302KeepsPutAnd303TurnsEverythingIntoGet() throws {
+        rest.httpBody = Data("x".utf8)
+        XCTAssertEqual(try echo(send(.put, "/_test/redirect/302?to=/_test/echo")).method, "PUT")
+        XCTAssertEqual(try echo(send(.put, "/_test/redirect/303?to=/_test/echo")).method, "GET")
+        XCTAssertEqual(try echo(send(.delete, "/_test/redirect/303?to=/_test/echo")).method, "GET")
+    }
+
+    func testSecretsAreDroppedWhenTheHostChanges() throws {
+        rest.requestHttpHeaders.add(value: "Bearer secret", forKey: "Authorization")
+        rest.requestHttpHeaders.add(value: "a=1", forKey: "Cookie")
+        rest.requestHttpHeaders.add(value: "key", forKey: "x-api-key")
+        rest.requestHttpHeaders.add(value: "kept", forKey: "X-Other")
+        // Same server, other host name: 127.0.0.1 -> localhost is another origin.
+        let target = "http://localhost:\(server.port)/_test/echo"
+        let crossHost = try echo(send(.get, "/_test/redirect/307?to=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!))
+        XCTAssertEqual(crossHost.header("Host"), "localhost:\(server.port)")
+        XCTAssertNil(crossHost.header("Authorization"))
+        XCTAssertNil(crossHost.header("Cookie"))
+        XCTAssertNil(crossHost.header("x-api-key"))
+        XCTAssertEqual(crossHost.header("X-Other"), "kept")
+        let sameHost = try echo(send(.get, "/_test/redirect/307?to=/_test/echo"))
+        XCTAssertEqual(sameHost.header("Authorization"), "Bearer secret")
+        XCTAssertEqual(sameHost.header("x-api-key"), "key")
+    }
+
+    func testTenHopsAreFollowedAndTheEleventhFails() throws {
+        XCTAssertEqual(try echo(send(.get, "/_test/redirect-chain/9")).path, "/_test/echo")
+        let results = send(.get, "/_test/redirect-chain/10")
+        guard case .tooManyRedirects(_, let limit) = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(limit, 10)
+        XCTAssertTrue(results.error?.localizedDescription.contains("Too many redirects") ?? false)
+    }
+
+    func testRedirectLoopEndsWithAClearError() {
+        rest.maximumRedirects = 3
+        let results = send(.get, "/_test/redirect-loop")
+        guard case .tooManyRedirects(_, 3) = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(server.receivedRequests.count, 4)
+    }
+
+    func testRedirectsCanBeDeliveredInsteadOfFollowed() {
+        rest.followsRedirects = false
+        let results = send(.get, "/_test/redirect/302?to=/elsewhere")
+        XCTAssertEqual(results.response?.httpStatusCode, 302)
+        XCTAssertEqual(results.response?.headers.value(forKey: "location"), "/elsewhere")
+    }
+
+    func testRedirectToANonHTTPSchemeIsRefused() {
+        let results = send(.get, "/_test/redirect/302?to=file%3A%2F%2F%2Fetc%2Fpasswd")
+        guard case .invalidURL = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import XCTest
+import RestManager
+
+final class TimeoutTests: MockServerTestCase {
+    func testHalfASecondMeansHalfASecond() {
+        rest.timeoutInterval = 0.5
+        let started = Date()
+        let results = send(.get, "/_test/delay?seconds=3")
+        let elapsed = Date().timeIntervalSince(started)
+        guard case .timedOut(_, let after) = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(after, 0.5)
+        XCTAssertGreaterThanOrEqual(elapsed, 0.45)
+        XCTAssertLessThan(elapsed, 2)
+    }
+
+    func testASubSecondTimeoutDoesNotFireEarly() {
+        rest.timeoutInterval = 0.8
+        let results = send(.get, "/_test/delay?seconds=0.2")
+        XCTAssertNil(results.error)
+        XCTAssertEqual(results.response?.httpStatusCode, 200)
+    }
+
+    func testPerCallTimeoutOverridesTheManagers() {
+        rest.timeoutInterval = 30
+        let done = expectation(description: "timed out")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: 0.3) { box.set($0); done.fulfill() }
+        wait(for: [done], timeout: 5)
+        guard case .timedOut = box.value?.error as? RestManager.CustomError else { return XCTFail("\(String(describing: box.value?.error))") }
+    }
+
+    func testStallInTheMiddleOfTheBodyTimesOut() {
+        rest.timeoutInterval = 0.5
+        let results = send(.get, "/_test/stall?seconds=3&bytes=1000")
+        guard case .timedOut = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+    }
+
+    func testInvalidTimeoutIsAClearError() {
+        for value in [0, -1, Double.nan, Double.infinity] {
+            rest.timeoutInterval = value
+            let results = send(.get, "/_test/echo")
+            guard case .invalidTimeout = results.error as? RestManager.CustomError else { XCTFail("\(value)"); continue }
+        }
+    }
+}
