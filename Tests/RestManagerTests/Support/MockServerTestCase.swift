@@ -133,6 +133,9 @@ final class RawClient {
         }
     }
 
+    /// Half-closes: the server sees the end of the request stream.
+    func finishSending() { shutdown(descriptor, Int32(SHUT_WR)) }
+
     /// Reads until the server closes or `timeout` passes with nothing new; returns what arrived.
     func readUntilClosed(timeout: TimeInterval = 5) -> (text: String, closed: Bool) {
         var bytes: [UInt8] = []
