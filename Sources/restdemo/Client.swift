@@ -1,0 +1,235 @@
+// One RestManager, used the way the tutorial uses it: set headers and parameters, then call.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import RestManager
+
+struct Client {
+    let base: URL
+    let options: GlobalOptions
+    let rest = RestManager()
+
+    init(base: URL, options: GlobalOptions) {
+        self.base = base
+        self.options = options
+        rest.timeoutInterval = options.timeout
+    }
+
+    // MARK: - Commands
+
+    func users(_ invocation: Invocation) async throws {
+        var query: [(String, String)] = []
+        if let page = invocation.options["--page"] {
+            query.append(("page", String(try ArgumentParser.positiveInteger(page, name: "--page", command: "users"))))
+        }
+        if let perPage = invocation.options["--per-page"] {
+            query.append(("per_page", String(try ArgumentParser.positiveInteger(perPage, name: "--per-page", command: "users"))))
+        }
+        let results = try await call(.get, "/api/users", query: query)
+        if invocation.flags.contains("--headers"), let headers = results.response?.headers {
+            let lines = headers.orderedPairs.sorted { $0.key.lowercased() < $1.key.lowercased() }.map { "\($0.key): \($0.value)" }
+            Output.line(lines.joined(separator: "\n") + "\n")
+        }
+        guard try printJSONIfAsked(results) else { return }
+        let page: UserPage = try decode(results)
+        printTable(page.data)
+        Output.line("page \(page.page) of \(page.totalPages), \(page.total) users")
+    }
+
+    func user(_ invocation: Invocation) async throws {
+        let id = try ArgumentParser.positiveInteger(invocation.positionals.first, name: "ID", command: "user")
+        let results = try await call(.get, "/api/users/\(id)")
+        guard try printJSONIfAsked(results, what: "user \(id)") else { return }
+        let user: SingleUser = try decode(results)
+        Output.line("#\(user.data.id) \(user.data.firstName) \(user.data.lastName) <\(user.data.email)>\navatar: \(user.data.avatar)")
+    }
+
+    func create(_ invocation: Invocation) async throws {
+        let name = try ArgumentParser.requiredOption(invocation, "--name")
+        let job = try ArgumentParser.requiredOption(invocation, "--job")
+        let results = try await call(.post, "/api/users", body: [("name", name), ("job", job)])
+        guard try printJSONIfAsked(results) else { return }
+        let created: CreatedUser = try decode(results)
+        Output.line("created user \(created.id) at \(created.createdAt) (HTTP \(results.statusCode ?? 0))")
+    }
+
+    func update(_ invocation: Invocation) async throws {
+        let id = try ArgumentParser.positiveInteger(invocation.positionals.first, name: "ID", command: "update")
+        let fields = [("name", invocation.options["--name"]), ("job", invocation.options["--job"])]
+            .compactMap { name, value in value.map { (name, $0) } }
+        guard !fields.isEmpty else { throw UsageError(message: "give --name, --job or both", command: "update") }
+        let method: RestManager.HttpMethod = invocation.flags.contains("--patch") ? .patch : .put
+        let results = try await call(method, "/api/users/\(id)", body: fields)
+        guard try printJSONIfAsked(results, what: "user \(id)") else { return }
+        let updated: UpdatedUser = try decode(results)
+        Output.line("updated user \(id) at \(updated.updatedAt) (\(method.name))")
+    }
+
+    func delete(_ invocation: Invocation) async throws {
+        let id = try ArgumentParser.positiveInteger(invocation.positionals.first, name: "ID", command: "delete")
+        let results = try await call(.delete, "/api/users/\(id)")
+        guard try printJSONIfAsked(results, what: "user \(id)") else { return }
+        Output.line("deleted user \(id) (HTTP \(results.statusCode ?? 0))")
+    }
+
+    func authenticate(_ invocation: Invocation, registering: Bool) async throws {
+        let email = try ArgumentParser.requiredOption(invocation, "--email")
+        let password = try ArgumentParser.requiredOption(invocation, "--password")
+        let results = try await call(.post, registering ? "/api/register" : "/api/login",
+                                     body: [("email", email), ("password", password)])
+        guard try printJSONIfAsked(results) else { return }
+        let token: Token = try decode(results)
+        Output.line(registering ? "registered user \(token.id.map(String.init) ?? "?") with token \(token.token)" : "token: \(token.token)")
+    }
+
+    func avatar(_ invocation: Invocation) async throws {
+        let id = try ArgumentParser.positiveInteger(invocation.positionals.first, name: "ID", command: "avatar")
+        let destination = try AvatarFile.destination(for: id, output: invocation.options["--output"])
+        let results = try await call(.get, "/api/users/\(id)")
+        try requireSuccess(results, what: "user \(id)")
+        let user: SingleUser = try decode(results)
+        let path = try await saveAvatar(of: user.data, to: destination)
+        Output.line(path)
+    }
+
+    func tour() async throws {
+        func heading(_ text: String) { Output.line("\n== \(text) ==") }
+        heading("1. List users")
+        let list = try await call(.get, "/api/users")
+        try requireSuccess(list)
+        let firstPage: UserPage = try decode(list)
+        printTable(firstPage.data)
+        Output.line("page \(firstPage.page) of \(firstPage.totalPages), \(firstPage.total) users")
+
+        heading("2. Response headers of the list")
+        for (name, value) in (list.response?.headers.orderedPairs ?? []).sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
+            Output.line("\(name): \(value)")
+        }
+
+        heading("3. Page 2")
+        let second = try await call(.get, "/api/users", query: [("page", "2")])
+        try requireSuccess(second)
+        let secondPage: UserPage = try decode(second)
+        printTable(secondPage.data)
+
+        heading("4. Status of a user that does not exist")
+        let missing = try await call(.get, "/api/users/100")
+        Output.line("GET /api/users/100 -> HTTP \(missing.statusCode ?? 0)")
+
+        heading("5. Create a user")
+        let created = try await call(.post, "/api/users", body: [("name", "John"), ("job", "Developer")])
+        try requireSuccess(created)
+        let newUser: CreatedUser = try decode(created)
+        Output.line("HTTP \(created.statusCode ?? 0): created user \(newUser.id) at \(newUser.createdAt)")
+
+        heading("6. One user and their avatar")
+        let single = try await call(.get, "/api/users/1")
+        try requireSuccess(single)
+        let user: SingleUser = try decode(single)
+        Output.line("#\(user.data.id) \(user.data.firstName) \(user.data.lastName) <\(user.data.email)>")
+        let path = try await saveAvatar(of: user.data, to: try AvatarFile.destination(for: user.data.id, output: nil))
+        Output.line("avatar saved to \(path)")
+    }
+
+    // MARK: - Calls
+
+    /// One request through the manager, as the tutorial does it; transport failures exit 69.
+    private func call(_ method: RestManager.HttpMethod, _ path: String, query: [(String, String)] = [],
+                      body: [(String, String)] = []) async throws -> RestManager.Results {
+        rest.clearParameters()
+        rest.requestHttpHeaders = RestManager.RestEntity()
+        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "Accept")
+        for (name, value) in query { rest.urlQueryParameters.add(value: value, forKey: name) }
+        if !body.isEmpty {
+            rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+            for (name, value) in body { rest.httpBodyParameters.add(value: value, forKey: name) }
+        }
+        let url = base.appendingPathComponent(String(path.dropFirst()))
+        if options.verbose, let curl = try? rest.curlCommand(forURL: url, withHttpMethod: method) { Output.diagnostic("> " + curl) }
+        let started = Date()
+        let results = await rest.makeRequest(toURL: url, withHttpMethod: method)
+        if let error = results.error {
+            throw Exit(code: Exit.unavailable, message: "cannot reach \(url.absoluteString): \(error.localizedDescription) (try --offline to use the built-in mock server)")
+        }
+        if options.verbose {
+            Output.diagnostic(String(format: "< HTTP %d in %.1f ms", results.statusCode ?? 0, Date().timeIntervalSince(started) * 1000))
+        }
+        return results
+    }
+
+    private func saveAvatar(of user: User, to destination: URL) async throws -> String {
+        guard let url = URL(string: user.avatar), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+            throw Exit(code: Exit.badData, message: "user \(user.id) has no usable avatar URL")
+        }
+        if options.verbose { Output.diagnostic("> getData \(url.absoluteString)") }
+        let data: Data
+        do { data = try await rest.data(fromURL: url) } catch RestManager.CustomError.unacceptableStatusCode(let code, _) {
+            throw Exit(code: Exit.httpError, message: "avatar of user \(user.id): HTTP \(code)")
+        } catch {
+            throw Exit(code: Exit.unavailable, message: "cannot download \(url.absoluteString): \(error.localizedDescription)")
+        }
+        return try AvatarFile.write(data, to: destination)
+    }
+
+    /// With --json, prints the body as is; returns whether the caller should print its own view.
+    private func printJSONIfAsked(_ results: RestManager.Results, what: String? = nil) throws -> Bool {
+        if options.json {
+            Output.raw(results.data ?? Data())
+            if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
+            return false
+        }
+        try requireSuccess(results, what: what)
+        return true
+    }
+
+    private func requireSuccess(_ results: RestManager.Results, what: String? = nil) throws {
+        guard !results.isSuccess else { return }
+        let code = results.statusCode ?? 0
+        let apiMessage = (try? results.decode(APIError.self))?.error
+        let subject = what.map { "\($0): " } ?? ""
+        throw Exit(code: Exit.httpError, message: "\(subject)HTTP \(code) \(HTTPURLResponse.localizedString(forStatusCode: code))" + (apiMessage.map { ": \($0)" } ?? ""))
+    }
+
+    private func decode<Value: Decodable>(_ results: RestManager.Results) throws -> Value {
+        do { return try results.decode(Value.self, using: .snakeCase) } catch {
+            throw Exit(code: Exit.badData, message: "the answer does not decode as \(Value.self): \(error.localizedDescription)")
+        }
+    }
+
+    private func printTable(_ users: [User]) {
+        Output.line(Output.table(["ID", "NAME", "EMAIL"], users.map { [String($0.id), "\($0.firstName) \($0.lastName)", $0.email] },
+                                 rightAligned: [0]))
+    }
+}
+
+/// Where avatars are saved: names come from the validated user id, never from the server.
+enum AvatarFile {
+    static func destination(for id: Int, output: String?) throws -> URL {
+        let fileName = "avatar-\(id).jpg"
+        guard let output else {
+            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+                ?? FileManager.default.temporaryDirectory
+            return caches.appendingPathComponent("restdemo", isDirectory: true).appendingPathComponent(fileName)
+        }
+        guard !output.isEmpty else { throw UsageError(message: "--output needs a path", command: "avatar") }
+        var isDirectory: ObjCBool = false
+        let url = URL(fileURLWithPath: output)
+        if output.hasSuffix("/") || (FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory) && isDirectory.boolValue) {
+            return url.appendingPathComponent(fileName)
+        }
+        return url
+    }
+
+    static func write(_ data: Data, to destination: URL) throws -> String {
+        do {
+            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try data.write(to: destination, options: .atomic)
+        } catch {
+            throw Exit(code: Exit.cannotWrite, message: "cannot write \(destination.path): \(error.localizedDescription)")
+        }
+        return destination.path
+    }
+}

@@ -1,0 +1,174 @@
+// Hand-written argument parsing: global options anywhere, one subcommand, its own options.
+
+import Foundation
+
+/// A usage error: printed as one line with a hint, exit code 64.
+struct UsageError: Error {
+    let message: String
+    let command: String?
+}
+
+/// Global options, valid before or after the subcommand.
+struct GlobalOptions {
+    var baseURL: URL?
+    var offline = false
+    var apiKey = "reqres-free-v1"
+    var timeout: TimeInterval = 30
+    var json = false
+    var verbose = false
+    var help = false
+    var version = false
+}
+
+/// The parsed command line.
+struct Invocation {
+    var global = GlobalOptions()
+    var command: String?
+    var positionals: [String] = []
+    var options: [String: String] = [:]
+    var flags: Set<String> = []
+}
+
+/// What a subcommand accepts.
+struct CommandSpec {
+    let name: String
+    let summary: String
+    let usage: String
+    let positionals: [String]
+    let valueOptions: [String]
+    let flags: [String]
+    let details: String
+}
+
+enum ArgumentParser {
+    static let globalValueOptions: Set<String> = ["--base-url", "--api-key", "--timeout"]
+    static let globalFlags: Set<String> = ["--offline", "--json", "--verbose", "--help", "-h", "--version"]
+
+    static func parse(_ arguments: [String], environment: [String: String]) throws -> Invocation {
+        var invocation = Invocation()
+        var remaining: [String] = []
+        var index = 0
+        var onlyPositionals = false
+        while index < arguments.count {
+            var argument = arguments[index]
+            index += 1
+            if onlyPositionals || !argument.hasPrefix("-") || argument == "-" || isNegativeNumber(argument) {
+                remaining.append(argument)
+                continue
+            }
+            if argument == "--" { onlyPositionals = true; continue }
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            if globalFlags.contains(argument) {
+                guard inlineValue == nil else { throw UsageError(message: "option '\(argument)' takes no value", command: nil) }
+                switch argument {
+                case "--offline": invocation.global.offline = true
+                case "--json": invocation.global.json = true
+                case "--verbose": invocation.global.verbose = true
+                case "--version": invocation.global.version = true
+                default: invocation.global.help = true
+                }
+            } else if globalValueOptions.contains(argument) {
+                let value = try inlineValue ?? nextValue(for: argument, in: arguments, at: &index)
+                try applyGlobal(argument, value, to: &invocation.global)
+            } else {
+                remaining.append(inlineValue.map { "\(argument)=\($0)" } ?? argument)
+            }
+        }
+        if invocation.global.baseURL == nil, let fromEnvironment = environment["RESTDEMO_BASE_URL"], !fromEnvironment.isEmpty {
+            invocation.global.baseURL = try parseBaseURL(fromEnvironment, source: "RESTDEMO_BASE_URL")
+        }
+        guard let command = remaining.first else { return invocation }
+        if command.hasPrefix("-") { throw UsageError(message: "unknown option '\(command)'", command: nil) }
+        guard let spec = Commands.spec(named: command) else {
+            throw UsageError(message: "unknown command '\(command)'", command: nil)
+        }
+        invocation.command = command
+        try parseCommandArguments(Array(remaining.dropFirst()), spec: spec, into: &invocation)
+        return invocation
+    }
+
+    private static func parseCommandArguments(_ arguments: [String], spec: CommandSpec, into invocation: inout Invocation) throws {
+        var index = 0
+        while index < arguments.count {
+            var argument = arguments[index]
+            index += 1
+            guard argument.hasPrefix("--"), !isNegativeNumber(argument) else {
+                invocation.positionals.append(argument)
+                continue
+            }
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "=") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            if spec.flags.contains(argument) {
+                guard inlineValue == nil else { throw UsageError(message: "option '\(argument)' takes no value", command: spec.name) }
+                invocation.flags.insert(argument)
+            } else if spec.valueOptions.contains(argument) {
+                invocation.options[argument] = try inlineValue ?? nextValue(for: argument, in: arguments, at: &index, command: spec.name)
+            } else {
+                throw UsageError(message: "unknown option '\(argument)' for '\(spec.name)'", command: spec.name)
+            }
+        }
+        if invocation.positionals.count > spec.positionals.count {
+            throw UsageError(message: "unexpected argument '\(invocation.positionals[spec.positionals.count])'", command: spec.name)
+        }
+        if invocation.positionals.count < spec.positionals.count && !invocation.global.help {
+            throw UsageError(message: "missing \(spec.positionals[invocation.positionals.count])", command: spec.name)
+        }
+    }
+
+    private static func nextValue(for option: String, in arguments: [String], at index: inout Int, command: String? = nil) throws -> String {
+        guard index < arguments.count, !arguments[index].hasPrefix("--") else {
+            throw UsageError(message: "option '\(option)' needs a value", command: command)
+        }
+        defer { index += 1 }
+        return arguments[index]
+    }
+
+    private static func applyGlobal(_ option: String, _ value: String, to options: inout GlobalOptions) throws {
+        switch option {
+        case "--base-url":
+            options.baseURL = try parseBaseURL(value, source: "--base-url")
+        case "--api-key":
+            options.apiKey = value
+        default:
+            guard let seconds = Double(value), seconds > 0, seconds.isFinite else {
+                throw UsageError(message: "--timeout needs a positive number of seconds, not '\(value)'", command: nil)
+            }
+            options.timeout = seconds
+        }
+    }
+
+    static func parseBaseURL(_ text: String, source: String) throws -> URL {
+        let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
+        guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = url.host, !host.isEmpty else {
+            throw UsageError(message: "\(source) needs an http(s) URL such as https://reqres.in, not '\(text)'", command: nil)
+        }
+        return url
+    }
+
+    private static func isNegativeNumber(_ text: String) -> Bool {
+        text.count > 1 && text.hasPrefix("-") && Double(text.dropFirst()) != nil
+    }
+
+    /// A positive whole number from a positional or option, or a usage error naming it.
+    static func positiveInteger(_ text: String?, name: String, command: String) throws -> Int {
+        guard let text, let value = Int(text), value > 0 else {
+            throw UsageError(message: "\(name) must be a positive whole number, not '\(text ?? "")'", command: command)
+        }
+        return value
+    }
+
+    static func requiredOption(_ invocation: Invocation, _ name: String) throws -> String {
+        guard let value = invocation.options[name], !value.isEmpty else {
+            throw UsageError(message: "missing \(name)", command: invocation.command)
+        }
+        return value
+    }
+}

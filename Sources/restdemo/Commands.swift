@@ -1,0 +1,141 @@
+// The subcommands. Each talks to reqres.in (or the mock) through RestManager's public API only.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Dispatch
+import MockServer
+import RestManager
+
+enum Commands {
+    static let all: [CommandSpec] = [
+        CommandSpec(name: "users", summary: "List users, one page at a time",
+                    usage: "restdemo users [--page N] [--per-page N] [--headers]", positionals: [],
+                    valueOptions: ["--page", "--per-page"], flags: ["--headers"],
+                    details: "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers"),
+        CommandSpec(name: "user", summary: "Show one user (an unknown id shows the HTTP status)",
+                    usage: "restdemo user ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
+        CommandSpec(name: "create", summary: "Create a user (POST JSON)",
+                    usage: "restdemo create --name NAME --job JOB", positionals: [],
+                    valueOptions: ["--name", "--job"], flags: [], details: ""),
+        CommandSpec(name: "update", summary: "Update a user (PUT, or PATCH with --patch)",
+                    usage: "restdemo update ID [--name NAME] [--job JOB] [--patch]", positionals: ["ID"],
+                    valueOptions: ["--name", "--job"], flags: ["--patch"], details: ""),
+        CommandSpec(name: "delete", summary: "Delete a user",
+                    usage: "restdemo delete ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
+        CommandSpec(name: "login", summary: "Log in and print the token",
+                    usage: "restdemo login --email EMAIL --password PASSWORD", positionals: [],
+                    valueOptions: ["--email", "--password"], flags: [], details: ""),
+        CommandSpec(name: "register", summary: "Register and print the id and token",
+                    usage: "restdemo register --email EMAIL --password PASSWORD", positionals: [],
+                    valueOptions: ["--email", "--password"], flags: [], details: ""),
+        CommandSpec(name: "avatar", summary: "Download a user's avatar with getData and save it",
+                    usage: "restdemo avatar ID [--output PATH]", positionals: ["ID"], valueOptions: ["--output"], flags: [],
+                    details: "  --output PATH  a file, or a folder to save avatar-ID.jpg in\n                 (default: a 'restdemo' folder in the user's caches directory)"),
+        CommandSpec(name: "tour", summary: "The tutorial's calls in order, with a heading for each",
+                    usage: "restdemo tour", positionals: [], valueOptions: [], flags: [], details: ""),
+        CommandSpec(name: "serve", summary: "Run the mock reqres.in server on 127.0.0.1 until Ctrl-C",
+                    usage: "restdemo serve [--port N] [--page-size N] [--require-api-key]", positionals: [],
+                    valueOptions: ["--port", "--page-size"], flags: ["--require-api-key"],
+                    details: "  --port N            port to listen on (default: a free one)\n  --page-size N       users per page (default 6; 3 as in the tutorial's time)\n  --require-api-key   answer 401 without an x-api-key header"),
+    ]
+
+    static func spec(named name: String) -> CommandSpec? { all.first { $0.name == name } }
+
+    static let globalHelp = """
+    Global options:
+      --base-url URL     the API to talk to (default https://reqres.in; also RESTDEMO_BASE_URL)
+      --offline          start the built-in mock server and use it (no internet needed)
+      --api-key KEY      sent as x-api-key (default reqres-free-v1)
+      --timeout SECONDS  per request (default 30)
+      --json             print the server's JSON as is
+      --verbose          print the cURL command, status and time to stderr
+      --help, --version
+    """
+
+    static var overview: String {
+        let width = (all.map(\.name.count).max() ?? 0) + 2
+        let lines = all.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        return "usage: restdemo [global options] COMMAND [options]\n\nCommands:\n" + lines.joined(separator: "\n")
+            + "\n\n" + globalHelp + "\n\nTry it without internet: restdemo --offline tour"
+    }
+
+    static func help(for spec: CommandSpec) -> String {
+        "usage: \(spec.usage)\n\n\(spec.summary)." + (spec.details.isEmpty ? "" : "\n\nOptions:\n" + spec.details) + "\n\n" + globalHelp
+    }
+
+    static func run(_ command: String, _ invocation: Invocation) async throws {
+        if command == "serve" { return try await serve(invocation) }
+        var mock: MockServer?
+        var base = invocation.global.baseURL ?? URL(string: "https://reqres.in")!  // a literal
+        if invocation.global.offline {
+            let server = MockServer()
+            do { try server.start() } catch {
+                throw Exit(code: Exit.unavailable, message: "cannot start the offline mock server: \(error)")
+            }
+            mock = server
+            base = server.baseURL
+        }
+        defer { mock?.stop() }
+        let client = Client(base: base, options: invocation.global)
+        switch command {
+        case "users": try await client.users(invocation)
+        case "user": try await client.user(invocation)
+        case "create": try await client.create(invocation)
+        case "update": try await client.update(invocation)
+        case "delete": try await client.delete(invocation)
+        case "login", "register": try await client.authenticate(invocation, registering: command == "register")
+        case "avatar": try await client.avatar(invocation)
+        default: try await client.tour()
+        }
+    }
+
+    private static func serve(_ invocation: Invocation) async throws {
+        var configuration = MockServer.Configuration()
+        if let port = invocation.options["--port"] {
+            guard let number = UInt16(port) else {
+                throw UsageError(message: "--port must be a number from 0 to 65535, not '\(port)'", command: "serve")
+            }
+            configuration.port = number
+        }
+        if let size = invocation.options["--page-size"] {
+            configuration.pageSize = try ArgumentParser.positiveInteger(size, name: "--page-size", command: "serve")
+        }
+        configuration.requiresAPIKey = invocation.flags.contains("--require-api-key")
+        let server = MockServer(configuration: configuration)
+        do { try server.start() } catch {
+            throw Exit(code: Exit.unavailable, message: "cannot start the mock server: \(error)")
+        }
+        Output.line("Mock reqres.in listening on \(server.baseURL.absoluteString) (Ctrl-C to stop)")
+        let once = OnceFlag()
+        let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            return DispatchSource.makeSignalSource(signal: number, queue: .global())
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            for source in sources {
+                source.setEventHandler {
+                    guard once.claim() else { return }
+                    server.stop()
+                    Output.diagnostic("stopped")
+                    continuation.resume()
+                }
+                source.resume()
+            }
+        }
+        sources.forEach { $0.cancel() }
+    }
+}
+
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var claimed = false
+    func claim() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if claimed { return false }
+        claimed = true
+        return true
+    }
+}

@@ -1,0 +1,97 @@
+// restdemo: the tutorial's tour of reqres.in as a command-line tool, online or offline.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import MockServer
+import RestManager
+
+/// Ends the program with an exit code and (for failures) one line on stderr.
+struct Exit: Error {
+    let code: Int32
+    let message: String?
+
+    static let httpError: Int32 = 1
+    static let usage: Int32 = 64
+    static let badData: Int32 = 65
+    static let unavailable: Int32 = 69
+    static let cannotWrite: Int32 = 74
+}
+
+@main
+enum RestDemo {
+    static let version = "restdemo 1.0.0 (RestManager 1.0)"
+
+    static func main() async {
+        let code = await run(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
+        // exit() keeps the manager (and its URLSession) alive to the end: tearing a session down
+        // as the process exits can crash on Linux with Swift 6.3 (swift-corelibs-foundation #5469).
+        exit(code)
+    }
+
+    static func run(_ arguments: [String], environment: [String: String]) async -> Int32 {
+        do {
+            let invocation = try ArgumentParser.parse(arguments, environment: environment)
+            if invocation.global.version {
+                Output.line(version)
+                return 0
+            }
+            guard let command = invocation.command else {
+                if invocation.global.help || arguments.isEmpty {
+                    Output.line(Commands.overview)
+                    return invocation.global.help ? 0 : Exit.usage
+                }
+                throw UsageError(message: "no command given", command: nil)
+            }
+            if invocation.global.help, let spec = Commands.spec(named: command) {
+                Output.line(Commands.help(for: spec))
+                return 0
+            }
+            try await Commands.run(command, invocation)
+            return 0
+        } catch let error as UsageError {
+            let hint = error.command.map { "see 'restdemo \($0) --help'" } ?? "see 'restdemo --help'"
+            Output.error("\(error.message) (\(hint))")
+            return Exit.usage
+        } catch let exit as Exit {
+            if let message = exit.message { Output.error(message) }
+            return exit.code
+        } catch {
+            Output.error(error.localizedDescription)
+            return Exit.unavailable
+        }
+    }
+}
+
+/// stdout for results, stderr for diagnostics.
+enum Output {
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func raw(_ data: Data) {
+        FileHandle.standardOutput.write(data)
+        if data.last != UInt8(ascii: "\n") { FileHandle.standardOutput.write(Data("\n".utf8)) }
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data("restdemo: \(text)\n".utf8))
+    }
+
+    static func diagnostic(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// Left-aligned columns, two spaces apart; numeric columns right-aligned.
+    static func table(_ header: [String], _ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func render(_ row: [String]) -> String {
+            row.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return rightAligned.contains(column) ? padding + cell : cell + padding
+            }.joined(separator: "  ").replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
+        }
+        return ([render(header)] + rows.map(render)).joined(separator: "\n")
+    }
+}

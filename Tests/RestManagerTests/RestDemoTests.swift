@@ -1,0 +1,267 @@
+import Foundation
+import XCTest
+import MockServer
+
+/// Runs the built `restdemo` binary against the mock server and checks stdout, stderr and exit codes.
+final class RestDemoTests: MockServerTestCase {
+    struct Run {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    static var binary: URL? {
+        let candidates = [Bundle.main.bundleURL, Bundle(for: RestDemoTests.self).bundleURL.deletingLastPathComponent(),
+                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+        return candidates.map { $0.appendingPathComponent("restdemo") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    private var scratch: URL!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: scratch)
+        super.tearDown()
+    }
+
+    /// Runs restdemo with `--base-url` pointing at the mock unless `useServer` is false.
+    func restdemo(_ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
+                  file: StaticString = #filePath, line: UInt = #line) throws -> Run {
+        let binary = try XCTUnwrap(Self.binary, "build restdemo first (swift build)", file: file, line: line)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments
+        var processEnvironment = ProcessInfo.processInfo.environment
+        processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
+        processEnvironment["RESTDEMO_BASE_URL"] = nil
+        processEnvironment.merge(environment) { _, new in new }
+        process.environment = processEnvironment
+        let outURL = scratch.appendingPathComponent("out-\(UUID().uuidString)")
+        let errURL = scratch.appendingPathComponent("err-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
+        process.terminationHandler = { _ in finished.fulfill() }
+        try process.run()
+        wait(for: [finished], timeout: 60)
+        return Run(status: process.terminationStatus,
+                   stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+                   stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+    }
+
+    private func assertUsageError(_ arguments: [String], mentions text: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let run = try restdemo(arguments, file: file, line: line)
+        XCTAssertEqual(run.status, 64, arguments.joined(separator: " "), file: file, line: line)
+        XCTAssertEqual(run.stdout, "", file: file, line: line)
+        XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr, file: file, line: line)
+        XCTAssertTrue(run.stderr.hasPrefix("restdemo: ") && run.stderr.contains(text), run.stderr, file: file, line: line)
+    }
+
+    func testUsersPageTwoPrintsAnAlignedTable() throws {
+        let run = try restdemo(["users", "--page", "2"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertEqual(run.stderr, "")
+        XCTAssertEqual(run.stdout, """
+        ID  NAME              EMAIL
+         7  Michael Lawson    michael.lawson@reqres.in
+         8  Lindsay Ferguson  lindsay.ferguson@reqres.in
+         9  Tobias Funke      tobias.funke@reqres.in
+        10  Byron Fields      byron.fields@reqres.in
+        11  George Edwards    george.edwards@reqres.in
+        12  Rachel Howell     rachel.howell@reqres.in
+        page 2 of 2, 12 users
+
+        """)
+        let request = try XCTUnwrap(server.lastRequest(path: "/api/users"))
+        XCTAssertEqual(request.rawQuery, "page=2")
+        XCTAssertEqual(request.header("x-api-key"), "reqres-free-v1")
+    }
+
+    func testUsersWithPerPageAndHeaders() throws {
+        let run = try restdemo(["users", "--per-page=4", "--headers", "--page", "3"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertTrue(run.stdout.contains("Content-Type: application/json; charset=utf-8\n"), run.stdout)
+        XCTAssertTrue(run.stdout.hasSuffix("page 3 of 3, 12 users\n"), run.stdout)
+        XCTAssertEqual(server.lastRequest(path: "/api/users")?.rawQuery, "page=3&per_page=4")
+    }
+
+    func testUserAndUnknownUser() throws {
+        let found = try restdemo(["user", "2"])
+        XCTAssertEqual(found.status, 0)
+        XCTAssertTrue(found.stdout.hasPrefix("#2 Janet Weaver <janet.weaver@reqres.in>\navatar: \(server.baseURL.absoluteString)/img/faces/2-image.jpg"))
+        let missing = try restdemo(["user", "100"])
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertEqual(missing.stdout, "")
+        XCTAssertEqual(missing.stderr, "restdemo: user 100: HTTP 404 Not Found\n")
+    }
+
+    func testCreateUpdateDelete() throws {
+        let created = try restdemo(["create", "--name", "morpheus", "--job", "leader"])
+        XCTAssertEqual(created.status, 0)
+        XCTAssertNotNil(created.stdout.range(of: #"^created user \d{1,3} at \d{4}-\d\d-\d\dT[\d:.]+Z \(HTTP 201\)\n$"#, options: .regularExpression), created.stdout)
+        let post = try XCTUnwrap(server.lastRequest(path: "/api/users"))
+        XCTAssertEqual(post.method, "POST")
+        XCTAssertEqual(String(decoding: post.body, as: UTF8.self), #"{"name":"morpheus","job":"leader"}"#)
+
+        let patched = try restdemo(["update", "2", "--job", "zion", "--patch"])
+        XCTAssertEqual(patched.status, 0)
+        XCTAssertTrue(patched.stdout.hasPrefix("updated user 2 at "))
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.method, "PATCH")
+        XCTAssertEqual(try restdemo(["update", "2", "--name", "neo"]).status, 0)
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.method, "PUT")
+
+        let deleted = try restdemo(["delete", "2"])
+        XCTAssertEqual(deleted.stdout, "deleted user 2 (HTTP 204)\n")
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.method, "DELETE")
+    }
+
+    func testLoginAndRegister() throws {
+        XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"]).stdout, "token: QpwL5tke4Pnpja7X4\n")
+        XCTAssertEqual(try restdemo(["register", "--email", "eve.holt@reqres.in", "--password", "pistol"]).stdout,
+                       "registered user 4 with token QpwL5tke4Pnpja7X4\n")
+        let unknown = try restdemo(["login", "--email", "peter@klaven", "--password", "x"])
+        XCTAssertEqual(unknown.status, 1)
+        XCTAssertEqual(unknown.stderr, "restdemo: HTTP 400 Bad Request: user not found\n")
+        let undefined = try restdemo(["register", "--email", "sydney@fife", "--password", "x"])
+        XCTAssertEqual(undefined.stderr, "restdemo: HTTP 400 Bad Request: Note: Only defined users succeed registration\n")
+        try assertUsageError(["login", "--email", "eve.holt@reqres.in"], mentions: "missing --password")
+    }
+
+    func testAvatarIsSavedWhereAskedAndNamedByTheId() throws {
+        let folder = scratch.appendingPathComponent("avatars")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let run = try restdemo(["avatar", "3", "--output", folder.path])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout, folder.appendingPathComponent("avatar-3.jpg").path + "\n")
+        let saved = try Data(contentsOf: folder.appendingPathComponent("avatar-3.jpg"))
+        XCTAssertEqual(Array(saved.prefix(2)), [0xFF, 0xD8])
+        XCTAssertEqual(server.lastRequest(path: "/img/faces/3-image.jpg")?.method, "GET")
+        let defaultRun = try restdemo(["avatar", "4"])
+        XCTAssertEqual(defaultRun.stdout, scratch.appendingPathComponent("cache/restdemo/avatar-4.jpg").path + "\n")
+    }
+
+    func testUnwritableOutputExits74() throws {
+        let blocker = scratch.appendingPathComponent("file")
+        try Data("x".utf8).write(to: blocker)
+        let run = try restdemo(["avatar", "1", "--output", blocker.path + "/sub/avatar.jpg"])
+        XCTAssertEqual(run.status, 74)
+        XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot write "), run.stderr)
+    }
+
+    func testTourRunsTheTutorialCallsInOrder() throws {
+        let run = try restdemo(["tour"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let headings = run.stdout.split(separator: "\n").filter { $0.hasPrefix("== ") }
+        XCTAssertEqual(headings.count, 6)
+        XCTAssertTrue(run.stdout.contains("GET /api/users/100 -> HTTP 404"))
+        XCTAssertTrue(run.stdout.contains("avatar saved to "))
+        XCTAssertEqual(server.receivedRequests.map { "\($0.method) \($0.target)" }, [
+            "GET /api/users", "GET /api/users?page=2", "GET /api/users/100", "POST /api/users",
+            "GET /api/users/1", "GET /img/faces/1-image.jpg",
+        ])
+    }
+
+    func testJSONPrintsTheServersBodyAsIs() throws {
+        let run = try restdemo(["--json", "user", "2"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertTrue(run.stdout.hasPrefix(#"{"data":{"id":2,"email":"janet.weaver@reqres.in","#), run.stdout)
+        let missing = try restdemo(["user", "23", "--json"])
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertEqual(missing.stdout, "{}\n")
+    }
+
+    func testVerboseShowsRedactedCurlStatusAndTime() throws {
+        let run = try restdemo(["--verbose", "--api-key", "my-secret-key", "user", "2"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertTrue(run.stderr.contains("> curl '\(server.baseURL.absoluteString)/api/users/2'"), run.stderr)
+        XCTAssertTrue(run.stderr.lowercased().contains("x-api-key: <redacted>"))
+        XCTAssertFalse(run.stderr.contains("my-secret-key"))
+        XCTAssertNotNil(run.stderr.range(of: #"< HTTP 200 in \d+\.\d ms"#, options: .regularExpression))
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.header("x-api-key"), "my-secret-key")
+    }
+
+    func testBadInputIsAOneLineUsageError() throws {
+        try assertUsageError(["users", "--page", "abc"], mentions: "--page must be a positive whole number")
+        try assertUsageError(["users", "--bogus"], mentions: "unknown option '--bogus'")
+        try assertUsageError(["user", "-3"], mentions: "ID must be a positive whole number")
+        try assertUsageError(["user"], mentions: "missing ID")
+        try assertUsageError(["user", "1", "2"], mentions: "unexpected argument '2'")
+        try assertUsageError(["fly"], mentions: "unknown command 'fly'")
+        try assertUsageError(["--timeout", "soon", "users"], mentions: "--timeout needs a positive number")
+        try assertUsageError(["users", "--page"], mentions: "'--page' needs a value")
+        try assertUsageError(["update", "2"], mentions: "give --name, --job or both")
+        XCTAssertEqual(try restdemo([], useServer: false).status, 64)
+    }
+
+    func testBadBaseURLIsAUsageError() throws {
+        let run = try restdemo(["--base-url", "ftp://x", "users"], useServer: false)
+        XCTAssertEqual(run.status, 64)
+        XCTAssertTrue(run.stderr.contains("--base-url needs an http(s) URL"))
+    }
+
+    func testUnreachableServerExits69AndSuggestsOffline() throws {
+        let url = "http://127.0.0.1:\(server.port)"
+        server.stop()
+        let run = try restdemo(["users"], useServer: false, environment: ["RESTDEMO_BASE_URL": url])
+        XCTAssertEqual(run.status, 69)
+        XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot reach \(url)/api/users: "), run.stderr)
+        XCTAssertTrue(run.stderr.contains("--offline"))
+        XCTAssertEqual(run.stderr.split(separator: "\n").count, 1)
+    }
+
+    func testAnswerThatDoesNotDecodeExits65() throws {
+        let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/status/200", "user", "2"], useServer: false)
+        XCTAssertEqual(run.status, 65)
+        XCTAssertTrue(run.stderr.hasPrefix("restdemo: the answer does not decode as SingleUser"), run.stderr)
+    }
+
+    func testOfflineUsesTheBuiltInMock() throws {
+        let run = try restdemo(["--offline", "users", "--page", "2"], useServer: false)
+        XCTAssertEqual(run.status, 0)
+        XCTAssertTrue(run.stdout.hasSuffix("page 2 of 2, 12 users\n"))
+        XCTAssertTrue(server.receivedRequests.isEmpty, "the test's own server was not used")
+    }
+
+    func testHelpAndVersion() throws {
+        let help = try restdemo(["--help"], useServer: false)
+        XCTAssertEqual(help.status, 0)
+        for command in ["users", "user", "create", "update", "delete", "login", "register", "avatar", "tour", "serve"] {
+            XCTAssertTrue(help.stdout.contains("\n  \(command) "), command)
+        }
+        let commandHelp = try restdemo(["users", "--help"], useServer: false)
+        XCTAssertTrue(commandHelp.stdout.hasPrefix("usage: restdemo users [--page N] [--per-page N] [--headers]"))
+        XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 1.0.0 (RestManager 1.0)\n")
+    }
+
+    func testServeRunsUntilInterrupted() throws {
+        let binary = try XCTUnwrap(Self.binary)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", "--page-size", "3"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let finished = expectation(description: "serve stopped")
+        process.terminationHandler = { _ in finished.fulfill() }
+        try process.run()
+        let firstLine = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        let urlText = try XCTUnwrap(firstLine.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression).map { String(firstLine[$0]) })
+        let results = send(.get, "/api/users", using: nil)
+        XCTAssertEqual(results.statusCode, 200) // the fixture's server still answers
+        let done = expectation(description: "request to serve")
+        let box = ResultBox<Data?>()
+        rest.getData(fromURL: URL(string: urlText + "/api/users")!) { box.set($0); done.fulfill() }
+        wait(for: [done], timeout: 10)
+        XCTAssertTrue(String(decoding: (box.value ?? nil) ?? Data(), as: UTF8.self).contains(#""per_page":3"#))
+        process.interrupt()
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(process.terminationStatus, 0)
+    }
+}
