@@ -10,11 +10,14 @@ let package = Package(
         .library(name: "RestManager", targets: ["RestManager"]),
         .library(name: "MockServer", targets: ["MockServer"]),
         .executable(name: "restdemo", targets: ["restdemo"]),
+        .executable(name: "restbench", targets: ["restbench"]),
     ],
     targets: [
         .target(name: "RestManager"),
         .target(name: "MockServer"),
         .executableTarget(name: "restdemo", dependencies: ["RestManager", "MockServer"]),
+        .target(name: "HeapStatistics"),
+        .executableTarget(name: "restbench", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
         .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer"]),
     ],
     swiftLanguageModes: [.v6]

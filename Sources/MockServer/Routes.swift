@@ -82,6 +82,11 @@ enum TestEndpoints {
             return .raw(Array("SSH-2.0-OpenSSH_9.2 this is not HTTP\r\n\r\n".utf8))
         case "hang":
             return .hang
+        case "stats":
+            return .response(ReqresAPI.json(200, JSONText.object([
+                ("acceptedConnections", "\(server.acceptedConnectionCount)"),
+                ("handledRequests", "\(server.handledRequestCount)"),
+            ])))
         case "gzip":
             let text = Array(JSONText.object([("compressed", "true"), ("message", JSONText.string(String(repeating: "hello ", count: 20)))]).utf8)
             return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8"),

@@ -236,8 +236,15 @@ public final class RestManager: @unchecked Sendable {
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod,
                             revealingSecrets: Bool = false) throws -> String {
-        let request = try RequestBuilder.build(url: url, method: httpMethod, snapshot: state.withLock { $0 })
-        return RequestBuilder.curlCommand(for: request, revealingSecrets: revealingSecrets)
+        RequestBuilder.curlCommand(for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod),
+                                   revealingSecrets: revealingSecrets)
+    }
+
+    /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it.
+    ///
+    /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
+    public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
+        try RequestBuilder.build(url: url, method: httpMethod, snapshot: state.withLock { $0 })
     }
 
     // MARK: - Nested types: HttpMethod

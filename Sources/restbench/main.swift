@@ -1,0 +1,345 @@
+// restbench: RestManager against raw URLSession and the tutorial's design, measured in one run,
+// interleaved, against the mock server running in a child process (so CPU and memory are the client's).
+//
+//   swift run -c release restbench [--quick] [--json]
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Dispatch
+import HeapStatistics
+import MockServer
+import RestManager
+
+let arguments = Set(CommandLine.arguments.dropFirst())
+
+// MARK: - Child mode: the server
+
+if arguments.contains("--serve") {
+    var configuration = MockServer.Configuration()
+    configuration.recordsRequests = false
+    configuration.maximumConnections = 2048
+    let server = MockServer(configuration: configuration)
+    do { try server.start() } catch {
+        FileHandle.standardError.write(Data("restbench: cannot start the mock server: \(error)\n".utf8))
+        exit(69)
+    }
+    FileHandle.standardOutput.write(Data("\(server.port)\n".utf8))
+    _ = FileHandle.standardInput.readDataToEndOfFile() // runs until the parent closes our stdin
+    server.stop()
+    exit(0)
+}
+
+let unknown = arguments.subtracting(["--quick", "--json"])
+guard unknown.isEmpty else {
+    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json])\n".utf8))
+    exit(64)
+}
+let quick = arguments.contains("--quick")
+let json = arguments.contains("--json")
+let rounds = quick ? 3 : 7
+
+func progress(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+
+// MARK: - Start the server in a child process
+
+let child = Process()
+child.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
+child.arguments = ["--serve"]
+let childInput = Pipe(), childOutput = Pipe()
+child.standardInput = childInput
+child.standardOutput = childOutput
+do { try child.run() } catch {
+    progress("restbench: cannot start the server process: \(error)")
+    exit(69)
+}
+let portLine = String(decoding: childOutput.fileHandleForReading.availableData, as: UTF8.self)
+guard let port = UInt16(portLine.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+    progress("restbench: the server process did not report a port")
+    exit(69)
+}
+let base = "http://127.0.0.1:\(port)"
+func url(_ path: String) -> URL { URL(string: base + path)! } // built from our own literals and port
+
+// MARK: - Clients
+
+func tunedSession() -> URLSession {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.urlCache = nil
+    configuration.httpCookieStorage = nil
+    configuration.urlCredentialStorage = nil
+    return URLSession(configuration: configuration)
+}
+
+let rawSession = tunedSession()
+let defaultSession = URLSession(configuration: .default)
+
+func raw(_ session: URLSession, _ request: URLRequest) -> Sender {
+    { done in
+        session.dataTask(with: request) { _, response, error in
+            done(error == nil && (response as? HTTPURLResponse)?.statusCode ?? 0 < 300)
+        }.resume()
+    }
+}
+
+/// The tutorial's design: hop to a global queue, make a new session, send.
+func tutorial(_ request: URLRequest) -> Sender {
+    { done in
+        DispatchQueue.global(qos: .userInitiated).async {
+            let session = URLSession(configuration: .default)
+            session.dataTask(with: request) { _, response, error in
+                done(error == nil && (response as? HTTPURLResponse)?.statusCode ?? 0 < 300)
+            }.resume()
+        }
+    }
+}
+
+func manager(configure: (RestManager) -> Void = { _ in }) -> RestManager {
+    let rest = RestManager(maximumConnectionsPerHost: 6)
+    configure(rest)
+    return rest
+}
+
+func completion(_ rest: RestManager, _ method: RestManager.HttpMethod, _ target: URL) -> Sender {
+    { done in rest.makeRequest(toURL: target, withHttpMethod: method) { done($0.isSuccess) } }
+}
+
+func asyncAwait(_ rest: RestManager, _ method: RestManager.HttpMethod, _ target: URL) -> Sender {
+    { done in Task { done(await rest.makeRequest(toURL: target, withHttpMethod: method).isSuccess) } }
+}
+
+func getData(_ rest: RestManager, _ target: URL) -> Sender {
+    { done in rest.getData(fromURL: target) { done($0 != nil) } }
+}
+
+func clients(get target: URL) -> [(name: String, sender: Sender)] {
+    let request = URLRequest(url: target)
+    let rest = manager()
+    return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+            ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
+            ("tutorial design", tutorial(request))]
+}
+
+func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
+    var request = URLRequest(url: target)
+    request.httpMethod = "POST"
+    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    request.httpBody = Data(#"{"name":"morpheus","job":"leader"}"#.utf8)
+    let rest = manager { rest in
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+        rest.httpBodyParameters.add(value: "morpheus", forKey: "name")
+        rest.httpBodyParameters.add(value: "leader", forKey: "job")
+    }
+    return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+            ("RestManager", completion(rest, .post, target)), ("RestManager async", asyncAwait(rest, .post, target)),
+            ("tutorial design", tutorial(request))]
+}
+
+// MARK: - Scenarios over the network
+
+var rows: [Row] = []
+let scale = quick ? 1 : 4
+let users = url("/api/users")
+for (inFlight, count) in [(1, 150 * scale), (8, 400 * scale), (64, 800 * scale)] {
+    progress("GET /api/users, \(inFlight) in flight…")
+    rows += compare(scenario: "GET /api/users", inFlight: inFlight, count: count, rounds: rounds,
+                    clients: clients(get: users), baseline: "raw URLSession")
+}
+progress("POST JSON…")
+rows += compare(scenario: "POST /api/users JSON", inFlight: 1, count: 150 * scale, rounds: rounds,
+                clients: clients(postJSON: users), baseline: "raw URLSession")
+progress("1 MiB getData…")
+let megabyte = url("/_test/bytes/1048576")
+rows += compare(scenario: "getData 1 MiB", inFlight: 1, count: 15 * scale, rounds: rounds, clients: [
+    ("raw URLSession", raw(rawSession, URLRequest(url: megabyte))),
+    ("RestManager", getData(manager(), megabyte)),
+    ("tutorial design", tutorial(URLRequest(url: megabyte))),
+], baseline: "raw URLSession")
+
+// MARK: - Connections used by sequential requests
+
+func serverStats() -> (connections: Int, requests: Int) {
+    let done = DispatchSemaphore(value: 0)
+    let box = StatsBox()
+    rawSession.dataTask(with: url("/_test/stats")) { data, _, _ in
+        struct Stats: Decodable { let acceptedConnections: Int; let handledRequests: Int }
+        if let stats = data.flatMap({ try? JSONDecoder().decode(Stats.self, from: $0) }) { box.set((stats.acceptedConnections, stats.handledRequests)) }
+        done.signal()
+    }.resume()
+    done.wait()
+    return box.value
+}
+
+final class StatsBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored = (0, 0)
+    func set(_ value: (Int, Int)) { lock.lock(); stored = value; lock.unlock() }
+    var value: (Int, Int) { lock.lock(); defer { lock.unlock() }; return stored }
+}
+
+let sequentialManager = manager()
+let before = serverStats()
+_ = ClosedLoop.measure(completion(sequentialManager, .get, users), inFlight: 1, count: 200)
+let after = serverStats()
+let sequentialConnections = after.connections - before.connections
+
+// MARK: - Request preparation, no network
+
+func preparation(_ name: String, client: String, iterations: Int, _ body: @escaping @Sendable () -> Bool) -> Row {
+    let sender: Sender = { done in done(body()) }
+    let runs = (0..<3).map { _ in ClosedLoop.measure(sender, inFlight: 1, count: iterations) }
+    return Row(scenario: name, client: client, inFlight: 0,
+               requestsPerSecond: Statistics.median(runs.map(\.requestsPerSecond)),
+               p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
+               p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
+               cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
+               ratioToRaw: nil, failures: runs.map(\.failures).reduce(0, +))
+}
+
+progress("request preparation…")
+let queryManager = manager { rest in for index in 0..<1000 { rest.urlQueryParameters.add(value: "value \(index)+&", forKey: "key\(index)") } }
+let formManager = manager { rest in
+    rest.requestHttpHeaders.add(value: "application/x-www-form-urlencoded", forKey: "Content-Type")
+    for index in 0..<100 { rest.httpBodyParameters.add(value: "value \(index) é+&", forKey: "field\(index)") }
+}
+let multipartManager = manager { rest in
+    rest.httpBodyParameters.add(value: "holiday", forKey: "title")
+    rest.addFile(Data(repeating: 0xAB, count: 1 << 20), fieldName: "photo", fileName: "big.bin", mimeType: "application/octet-stream")
+}
+let target = url("/upload")
+let iterations = quick ? 200 : 1000
+let queryItems = (0..<1000).map { URLQueryItem(name: "key\($0)", value: "value \($0)+&") }
+let preparationRows = [
+    preparation("prepare: 1,000 query parameters", client: "RestManager", iterations: iterations) {
+        (try? queryManager.makeURLRequest(toURL: target, withHttpMethod: .get)) != nil
+    },
+    preparation("prepare: 1,000 query parameters", client: "URLComponents.queryItems", iterations: iterations) {
+        var components = URLComponents(url: target, resolvingAgainstBaseURL: false)
+        components?.queryItems = queryItems
+        return components?.url.map { URLRequest(url: $0) } != nil
+    },
+    preparation("prepare: form body, 100 fields", client: "RestManager", iterations: iterations) {
+        (try? formManager.makeURLRequest(toURL: target, withHttpMethod: .post))?.httpBody != nil
+    },
+    preparation("prepare: multipart 1 MiB", client: "RestManager", iterations: quick ? 50 : 200) {
+        (try? multipartManager.makeURLRequest(toURL: target, withHttpMethod: .post))?.httpBody?.count ?? 0 > 1 << 20
+    },
+]
+rows += preparationRows
+
+// MARK: - The mock server alone
+
+progress("mock server alone…")
+func serverAlone(connections: Int, seconds: Double) -> Row {
+    let request = Array("GET /api/users/2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    let group = DispatchGroup()
+    let box = LatencyBox()
+    let deadline = Clock.nanoseconds() + UInt64(seconds * 1e9)
+    for _ in 0..<connections {
+        group.enter()
+        Thread {
+            defer { group.leave() }
+            guard let socket = BenchSocket(port: port) else { return }
+            var latencies: [UInt64] = []
+            while Clock.nanoseconds() < deadline {
+                let started = Clock.nanoseconds()
+                guard socket.roundTrip(request) else { break }
+                latencies.append(Clock.nanoseconds() - started)
+            }
+            box.add(latencies)
+        }.start()
+    }
+    group.wait()
+    let sorted = box.all.sorted()
+    func percentile(_ fraction: Double) -> Double { sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1000 }
+    return Row(scenario: "mock server alone", client: "raw sockets, keep-alive", inFlight: connections,
+               requestsPerSecond: Double(sorted.count) / seconds, p50Microseconds: percentile(0.5),
+               p99Microseconds: percentile(0.99), cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0)
+}
+
+final class LatencyBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [UInt64] = []
+    func add(_ more: [UInt64]) { lock.lock(); values += more; lock.unlock() }
+    var all: [UInt64] { lock.lock(); defer { lock.unlock() }; return values }
+}
+
+rows += [serverAlone(connections: 8, seconds: quick ? 1 : 3), serverAlone(connections: 64, seconds: quick ? 1 : 3)]
+
+// MARK: - Memory
+
+progress("memory…")
+final class WeakHandles: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handles: [() -> AnyObject?] = []
+    func add(_ handle: AnyObject) {
+        lock.lock(); handles.append { [weak handle] in handle }; lock.unlock()
+    }
+    var alive: Int { lock.lock(); defer { lock.unlock() }; return handles.filter { $0() != nil }.count }
+}
+
+/// Live-heap growth per request over `requests` sequential requests (after a warm-up).
+func memoryRow(_ client: String, _ sender: @escaping Sender, requests: Int, tracked: WeakHandles? = nil) -> Row {
+    _ = ClosedLoop.measure(sender, inFlight: 1, count: 500)
+    let start = heap_statistics_live_bytes()
+    let sample = ClosedLoop.measure(sender, inFlight: 1, count: requests)
+    let growth = (Double(heap_statistics_live_bytes()) - Double(start)) / Double(requests)
+    var extra = ["heapGrowthBytesPerRequest": growth]
+    if let tracked { extra["requestHandlesAliveAfterCompletion"] = Double(tracked.alive) }
+    return Row(scenario: "memory: \(requests) sequential GET", client: client, inFlight: 1,
+               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+               ratioToRaw: nil, failures: sample.failures, extra: extra)
+}
+
+let memoryRequests = quick ? 3000 : 20000
+let memoryManager = manager()
+let tracked = WeakHandles()
+let trackedSender: Sender = { done in
+    let handle = memoryManager.makeRequest(toURL: users, withHttpMethod: .get) { done($0.isSuccess) }
+    tracked.add(handle)
+}
+let memoryRows = [
+    memoryRow("raw URLSession", raw(rawSession, URLRequest(url: users)), requests: memoryRequests),
+    memoryRow("RestManager", trackedSender, requests: memoryRequests, tracked: tracked),
+]
+rows += memoryRows
+let peakResident = Clock.peakResidentBytes()
+
+childInput.fileHandleForWriting.closeFile()
+child.waitUntilExit()
+
+// MARK: - Report
+
+if json {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    rows.append(Row(scenario: "process", client: "restbench", inFlight: 0, requestsPerSecond: 0, p50Microseconds: 0,
+                    p99Microseconds: 0, cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0,
+                    extra: ["peakResidentBytes": Double(peakResident), "sequentialConnections": Double(sequentialConnections)]))
+    FileHandle.standardOutput.write(((try? encoder.encode(rows)) ?? Data("[]".utf8)) + Data("\n".utf8))
+} else {
+    func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
+    let header = ["scenario", "client", "in flight", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "× raw"]
+    let table = rows.map { row in
+        [row.scenario, row.client, row.inFlight == 0 ? "-" : String(row.inFlight), number(row.requestsPerSecond),
+         number(row.p50Microseconds), number(row.p99Microseconds), number(row.cpuMicrosecondsPerRequest), number(row.ratioToRaw, 2)]
+    }
+    let widths = header.indices.map { column in ([header] + table).map { $0[column].count }.max() ?? 0 }
+    for line in [header] + table {
+        print(line.enumerated().map { column, cell in
+            let padding = String(repeating: " ", count: widths[column] - cell.count)
+            return column >= 2 ? padding + cell : cell + padding
+        }.joined(separator: "  "))
+    }
+    print("")
+    for row in rows where row.failures > 0 { print("\(row.scenario), \(row.client): \(row.failures) requests failed") }
+    for row in memoryRows {
+        let growth = row.extra?["heapGrowthBytesPerRequest"] ?? 0
+        let alive = row.extra?["requestHandlesAliveAfterCompletion"].map { ", request handles alive after completion: \(Int($0))" } ?? ""
+        print("\(row.scenario), \(row.client): live heap growth \(String(format: "%.2f", growth)) bytes/request\(alive)")
+    }
+    print("peak RSS: \(peakResident / 1024 / 1024) MiB; TCP connections used by 200 sequential RestManager requests: \(sequentialConnections)")
+    print(quick ? "(--quick: \(rounds) rounds, small counts)" : "(\(rounds) rounds per scenario, clients rotated each round; medians)")
+}
