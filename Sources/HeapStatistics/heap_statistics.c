@@ -1,5 +1,6 @@
 // Live-heap size for the benchmark (Swift cannot see malloc.h through Glibc).
 #include "HeapStatistics.h"
+#include <stdlib.h> // defines __GLIBC__ on glibc systems
 
 #if defined(__GLIBC__)
 #include <malloc.h>

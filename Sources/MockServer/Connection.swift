@@ -22,6 +22,7 @@ struct Connection {
 
     func run() {
         var buffer: [UInt8] = []
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
         var start = 0
         var continueSent = false
         let limits = server.configuration
@@ -42,7 +43,7 @@ struct Connection {
                     start = 0
                 }
                 guard Socket.poll([descriptor], wake: wake, timeout: limits.idleTimeout) == .ready,
-                      Socket.read(descriptor, into: &buffer) > 0 else { return }
+                      Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return }
             case .complete(let parsed, let consumed):
                 start += consumed
                 continueSent = false
@@ -63,9 +64,10 @@ struct Connection {
             return false
         case .hang:
             var sink: [UInt8] = []
+            var scratch = [UInt8](repeating: 0, count: 4096)
             while Socket.poll([descriptor], wake: wake, timeout: nil) == .ready {
                 sink.removeAll(keepingCapacity: true)
-                if Socket.read(descriptor, into: &sink) <= 0 { break }
+                if Socket.read(descriptor, into: &sink, scratch: &scratch) <= 0 { break }
             }
             return false
         case .response(let response):

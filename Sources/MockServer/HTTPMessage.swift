@@ -16,15 +16,17 @@ struct ParsedRequest {
     var version: String
     var headers: [(name: String, value: String)]
     var body: [UInt8]
+    /// Header names lower-cased once, for lookups.
+    var lowercasedNames: [String] = []
 
     var keepAlive: Bool {
-        let connection = header("Connection")?.lowercased() ?? ""
+        let connection = header("connection")?.lowercased() ?? ""
         return version == "HTTP/1.1" ? !connection.contains("close") : connection.contains("keep-alive")
     }
 
+    /// The first header named `name` (give it lower-cased).
     func header(_ name: String) -> String? {
-        let lowered = name.lowercased()
-        return headers.first { $0.name.lowercased() == lowered }?.value
+        lowercasedNames.firstIndex(of: name).map { headers[$0].value }
     }
 }
 
@@ -53,9 +55,10 @@ enum RequestParser {
         case .failure(let failure): return .failure(status: failure.status, reason: failure.reason)
         }
         let bodyStart = end + 4
-        let contentLengths = request.headers.filter { $0.name.lowercased() == "content-length" }.map(\.value)
-        let transferEncoding = request.header("Transfer-Encoding")
-        let expectsContinue = request.header("Expect")?.lowercased() == "100-continue"
+        let contentLengths = request.lowercasedNames.indices.filter { request.lowercasedNames[$0] == "content-length" }
+            .map { request.headers[$0].value }
+        let transferEncoding = request.header("transfer-encoding")
+        let expectsContinue = request.header("expect")?.lowercased() == "100-continue"
         if let transferEncoding {
             guard contentLengths.isEmpty else { return .failure(status: 400, reason: "both Content-Length and Transfer-Encoding") }
             guard transferEncoding.lowercased() == "chunked" else { return .failure(status: 501, reason: "unsupported Transfer-Encoding") }
@@ -118,8 +121,9 @@ enum RequestParser {
         }
         let request = ParsedRequest(method: String(decoding: parts[0], as: UTF8.self),
                                     target: String(decoding: parts[1], as: UTF8.self),
-                                    version: version, headers: headers, body: [])
-        if version == "HTTP/1.1" && request.header("Host") == nil {
+                                    version: version, headers: headers, body: [],
+                                    lowercasedNames: headers.map { $0.name.lowercased() })
+        if version == "HTTP/1.1" && request.header("host") == nil {
             return .failure(HeadFailure(status: 400, reason: "missing Host header"))
         }
         return .success(request)
@@ -271,8 +275,13 @@ struct HTTPResponse {
         }
     }
 
+    private static let dateCache = DateCache()
+
+    /// The current RFC 9110 date, formatted at most once a second.
+    static func httpDate() -> String { dateCache.current() }
+
     /// RFC 9110 date, e.g. `Sun, 06 Nov 1994 08:49:37 GMT` (no DateFormatter: it is slow and locale-bound).
-    static func httpDate(_ time: time_t = time(nil)) -> String {
+    static func httpDate(_ time: time_t) -> String {
         var seconds = time
         var parts = tm()
         gmtime_r(&seconds, &parts)
@@ -281,5 +290,22 @@ struct HTTPResponse {
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+}
+
+final class DateCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var second: time_t = 0
+    private var text = ""
+
+    func current() -> String {
+        let now = time(nil)
+        lock.lock()
+        defer { lock.unlock() }
+        if now != second {
+            second = now
+            text = HTTPResponse.httpDate(now)
+        }
+        return text
     }
 }

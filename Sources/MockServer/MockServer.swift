@@ -62,6 +62,8 @@ public final class MockServer: @unchecked Sendable {
     private var records: [ReceivedRequest] = []
     private var handledCount = 0
     private let threads = DispatchGroup()
+    private let requestArrived = NSCondition()
+    private var builtCatalogue: ReqresAPI.Catalogue?
 
     /// Creates a stopped server.
     public init(configuration: Configuration = Configuration()) {
@@ -92,6 +94,7 @@ public final class MockServer: @unchecked Sendable {
         self.listener = listener
         self.wakePipe = pipe
         self.boundPort = port
+        builtCatalogue = nil
         running = true
         spawn { [self] in acceptLoop(listener: listener, wake: pipe.read) }
     }
@@ -136,6 +139,19 @@ public final class MockServer: @unchecked Sendable {
         receivedRequests.last { $0.path == path }
     }
 
+    /// Blocks until the server has parsed at least `count` requests since `start()`, or `timeout` passes.
+    /// Returns whether they arrived. (Tests wait on this event rather than sleeping.)
+    @discardableResult
+    public func waitForRequests(_ count: Int, timeout: TimeInterval = 10) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        requestArrived.lock()
+        defer { requestArrived.unlock() }
+        while handledRequestCount < count {
+            if !requestArrived.wait(until: deadline) { return handledRequestCount >= count }
+        }
+        return true
+    }
+
     /// Forgets the recorded requests.
     public func clearReceivedRequests() { lock.lock(); records = []; lock.unlock() }
 
@@ -161,11 +177,25 @@ public final class MockServer: @unchecked Sendable {
         handledCount += 1
         if configuration.recordsRequests { records.append(request) }
         lock.unlock()
+        requestArrived.lock()
+        requestArrived.broadcast()
+        requestArrived.unlock()
     }
 
     /// Waits up to `seconds`; returns false when the server is stopping.
     func pause(seconds: TimeInterval) -> Bool {
         Socket.poll([], wake: wakeDescriptor, timeout: seconds) != .stopping
+    }
+
+    /// The reqres answers that never change, built once per start (they name the server's own URL).
+    var catalogue: ReqresAPI.Catalogue {
+        lock.lock()
+        defer { lock.unlock() }
+        if let builtCatalogue { return builtCatalogue }
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let catalogue = ReqresAPI.Catalogue(base: "http://\(host):\(boundPort)")
+        builtCatalogue = catalogue
+        return catalogue
     }
 
     var wakeDescriptor: Int32 { lock.lock(); defer { lock.unlock() }; return wakePipe.read }

@@ -32,6 +32,22 @@ enum ReqresAPI {
 
     static let tokenPrefix = "QpwL5tke4Pnpja7X"
 
+    /// Every user and colour as JSON, and the single-item answers, computed once per server.
+    final class Catalogue: @unchecked Sendable {
+        let users: [String]
+        let colours: [String]
+        let singleUsers: [HTTPResponse]
+        let singleColours: [HTTPResponse]
+
+        init(base: String) {
+            users = ReqresAPI.users.map { userJSON($0, base: base) }
+            colours = ReqresAPI.colours.indices.map(colourJSON)
+            func envelope(_ item: String) -> HTTPResponse { json(200, JSONText.object([("data", item), ("support", support)])) }
+            singleUsers = users.map(envelope)
+            singleColours = colours.map(envelope)
+        }
+    }
+
     static func userJSON(_ user: User, base: String) -> String {
         JSONText.object([
             ("id", "\(user.id)"), ("email", JSONText.string(user.email)),
@@ -72,21 +88,19 @@ enum ReqresAPI {
         }
         guard let resource = segments.first, segments.count <= 2 else { return json(404, "{}") }
         let id = segments.count == 2 ? segments[1] : nil
-        let base = server.baseURL.absoluteString
         switch (request.method, resource) {
         case ("POST", "register"), ("POST", "login"):
             return authenticate(request, registering: resource == "register")
         case ("POST", "logout"):
             return json(200, "{}")
         case ("GET", _), ("HEAD", _):
-            let items: [String] = resource == "users"
-                ? users.map { userJSON($0, base: base) }
-                : colours.indices.map(colourJSON)
+            let catalogue = server.catalogue
+            let items = resource == "users" ? catalogue.users : catalogue.colours
             guard let id else { return json(200, page(items, request: request, pageSize: server.configuration.pageSize)) }
             guard let number = Int(id), id.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), (1...items.count).contains(number) else {
                 return json(404, "{}")
             }
-            return json(200, JSONText.object([("data", items[number - 1]), ("support", support)]))
+            return (resource == "users" ? catalogue.singleUsers : catalogue.singleColours)[number - 1]
         case ("POST", _):
             guard let fields = fields(of: request) else { return json(400, JSONText.object([("error", JSONText.string("Invalid JSON body"))])) }
             return json(201, JSONText.object(fields + [("id", JSONText.string(String(Int.random(in: 1...999)))),

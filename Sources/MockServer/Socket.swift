@@ -109,14 +109,10 @@ enum Socket {
         }
     }
 
-    /// Reads what is available into `buffer`; returns the count, 0 at end of stream, -1 on error.
-    static func read(_ descriptor: Int32, into buffer: inout [UInt8], maximum: Int = 64 * 1024) -> Int {
-        let start = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: maximum))
-        let count = buffer.withUnsafeMutableBytes { raw in
-            recv(descriptor, raw.baseAddress! + start, maximum, 0)  // non-nil: the buffer was just grown
-        }
-        buffer.removeLast(maximum - max(0, count))
+    /// Reads what is available and appends it to `buffer`; returns the count, 0 at end of stream, -1 on error.
+    static func read(_ descriptor: Int32, into buffer: inout [UInt8], scratch: inout [UInt8]) -> Int {
+        let count = scratch.withUnsafeMutableBytes { raw in recv(descriptor, raw.baseAddress, raw.count, 0) }
+        if count > 0 { buffer.append(contentsOf: scratch[..<count]) }
         return count
     }
 

@@ -44,13 +44,22 @@ final class BenchSocket {
         }
     }
 
+    /// The whole response's length once its head has arrived: head plus Content-Length.
     private static func responseLength(_ bytes: [UInt8]) -> Int? {
         guard bytes.count >= 4 else { return nil }
+        let marker = Array("content-length:".utf8)
         for index in 3..<bytes.count where bytes[index - 3] == 13 && bytes[index - 2] == 10 && bytes[index - 1] == 13 && bytes[index] == 10 {
-            let head = String(decoding: bytes[..<index], as: UTF8.self).lowercased()
-            guard let range = head.range(of: "content-length: ") else { return index + 1 }
-            let digits = head[range.upperBound...].prefix { $0.isNumber }
-            return index + 1 + (Int(digits) ?? 0)
+            var length = 0
+            var lineStart = 0
+            for position in 0..<index where position == 0 || bytes[position - 1] == 10 {
+                lineStart = position
+                guard lineStart + marker.count < index,
+                      zip(marker, bytes[lineStart...]).allSatisfy({ $0 == ($1 | 0x20) || ($0 == 58 && $1 == 58) || ($0 == 45 && $1 == 45) }) else { continue }
+                var cursor = lineStart + marker.count
+                while bytes[cursor] == 32 { cursor += 1 }
+                while bytes[cursor] >= 48 && bytes[cursor] <= 57 { length = length * 10 + Int(bytes[cursor] - 48); cursor += 1 }
+            }
+            return index + 1 + length
         }
         return nil
     }

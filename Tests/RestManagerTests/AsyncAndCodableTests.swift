@@ -111,6 +111,7 @@ final class AsyncAndCodableTests: MockServerTestCase {
     }
 
     func testLargeBodyArrivesWhole() async throws {
+        rest.timeoutInterval = 120 // 20 MiB through a debug build (or a sanitizer) takes a while
         let data = try await rest.data(fromURL: url("/_test/bytes/\(20 << 20)"))
         XCTAssertEqual(data.count, 20 << 20)
         XCTAssertEqual(data[1000], UInt8(1000 % 251))

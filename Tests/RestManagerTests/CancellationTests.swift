@@ -26,8 +26,7 @@ final class CancellationTests: MockServerTestCase {
         let box = ResultBox<RestManager.Results>()
         let handle = rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get) { box.set($0); done.fulfill() }
         // Wait until the server has the request, then cancel.
-        let received = expectation(for: NSPredicate { _, _ in !self.server.receivedRequests.isEmpty }, evaluatedWith: nil)
-        wait(for: [received], timeout: 5)
+        XCTAssertTrue(server.waitForRequests(1))
         let started = Date()
         handle.cancel()
         wait(for: [done], timeout: 5)
@@ -52,7 +51,7 @@ final class CancellationTests: MockServerTestCase {
         let rest = try XCTUnwrap(self.rest)
         let target = url("/_test/hang")
         let task = Task { await rest.makeRequest(toURL: target, withHttpMethod: .get) }
-        while server.receivedRequests.isEmpty { await Task.yield() }
+        await serverReceived(1)
         task.cancel()
         let results = await task.value
         XCTAssertTrue(cancelled(results))
@@ -73,7 +72,7 @@ final class CancellationTests: MockServerTestCase {
         let rest = try XCTUnwrap(self.rest)
         let target = url("/_test/hang")
         let task = Task { try await rest.data(fromURL: target) }
-        while server.receivedRequests.isEmpty { await Task.yield() }
+        await serverReceived(1)
         task.cancel()
         do {
             _ = try await task.value

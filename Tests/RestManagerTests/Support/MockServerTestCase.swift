@@ -54,6 +54,15 @@ class MockServerTestCase: XCTestCase {
         return results
     }
 
+    /// Waits (off the cooperative pool) until the server has received `count` requests.
+    func serverReceived(_ count: Int, file: StaticString = #filePath, line: UInt = #line) async {
+        let server = self.server!
+        let arrived = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: server.waitForRequests(count, timeout: 20)) }
+        }
+        XCTAssertTrue(arrived, "the server did not receive \(count) requests", file: file, line: line)
+    }
+
     /// Decodes the `/_test/echo` answer.
     func echo(_ results: RestManager.Results, file: StaticString = #filePath, line: UInt = #line) throws -> Echo {
         XCTAssertNil(results.error, "request failed: \(String(describing: results.error))", file: file, line: line)
