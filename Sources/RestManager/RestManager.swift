@@ -749,6 +749,9 @@ public final class RestManager: @unchecked Sendable {
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
             }
+            if query.totalItems() == 0, url.fragment == nil, let host = url.host, !host.isEmpty {
+                return url.absoluteURL // nothing to add: skip rebuilding (the common, hot case)
+            }
             guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
                   let host = components.host, !host.isEmpty else {
                 throw CustomError.invalidURL(text, reason: "it has no host")
@@ -1001,7 +1004,7 @@ public final class RestManager: @unchecked Sendable {
                 return takeResources()
             }
             guard let task else { return }
-            Self.cancelLater(task)
+            cancelLater(task)
             onFinish?(self)
         }
 
@@ -1014,7 +1017,9 @@ public final class RestManager: @unchecked Sendable {
                 self.task = task
                 return true
             }
-            if started { task.resume() }
+            // A task created but never resumed would stay in the session forever, holding this
+            // exchange (and the session) alive: discard it.
+            if started { task.resume() } else { cancelLater(task) }
         }
 
         private func received(data: Data?, response: URLResponse?, error: Error?) {
@@ -1090,7 +1095,7 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let outcome else { return }
             for handle in outcome.waiting { handle.deliver(results) }
-            if let task = outcome.task, task.state != .completed { Self.cancelLater(task) }
+            if let task = outcome.task, task.state != .completed { cancelLater(task) }
             onFinish?(self)
         }
 
@@ -1102,9 +1107,12 @@ public final class RestManager: @unchecked Sendable {
             return task
         }
 
-        /// Cancels outside every lock: on Linux `cancel()` hops synchronously onto the session's queue.
-        private static func cancelLater(_ task: URLSessionDataTask) {
-            DispatchQueue.global().async { task.cancel() }
+        /// Cancels outside every lock, on the session's delegate queue: on Linux `cancel()` hops
+        /// synchronously onto the session's queue, and a cancel that overtakes the redirect
+        /// decision traps in FoundationNetworking ("Received callback for HTTP redirection, but
+        /// we're not waiting for it"); the delegate queue orders the two.
+        private func cancelLater(_ task: URLSessionDataTask) {
+            transport.session.delegateQueue.addOperation { task.cancel() }
         }
 
         private static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
@@ -1123,7 +1131,10 @@ public final class RestManager: @unchecked Sendable {
         func urlSession(_ session: URLSession, task: URLSessionTask,
                         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
                         completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-            // The exchange follows redirects itself, identically on every platform.
+            // The exchange follows redirects itself, identically on every platform. A task that was
+            // cancelled before this call (cancels run on this same queue) is not answered: on Linux
+            // the answer would reach a task no longer waiting for it, and that traps.
+            guard task.state == .running else { return }
             completionHandler(nil)
         }
 
