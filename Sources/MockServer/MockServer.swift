@@ -61,6 +61,7 @@ public final class MockServer: @unchecked Sendable {
     private var nextConnectionID = 0
     private var records: [ReceivedRequest] = []
     private var handledCount = 0
+    private var runningThreads = 0
     private let threads = DispatchGroup()
     private let requestArrived = NSCondition()
     private var builtCatalogue: ReqresAPI.Catalogue?
@@ -158,6 +159,9 @@ public final class MockServer: @unchecked Sendable {
     /// How many connections are open now.
     public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.count }
 
+    /// How many server threads (the acceptor and one per connection) are running now; 0 after `stop()`.
+    public var runningThreadCount: Int { lock.lock(); defer { lock.unlock() }; return runningThreads }
+
     /// How many connections were accepted since `start()`.
     public var acceptedConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return nextConnectionID }
 
@@ -202,8 +206,14 @@ public final class MockServer: @unchecked Sendable {
 
     private func spawn(_ body: @escaping @Sendable () -> Void) {
         threads.enter()
-        let thread = Thread { [threads] in
+        lock.lock()
+        runningThreads += 1
+        lock.unlock()
+        let thread = Thread { [self] in
             body()
+            lock.lock()
+            runningThreads -= 1
+            lock.unlock()
             threads.leave()
         }
         thread.stackSize = 512 * 1024

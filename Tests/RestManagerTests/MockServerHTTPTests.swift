@@ -172,11 +172,14 @@ final class MockServerLifecycleTests: XCTestCase {
         hanging.send("GET /_test/hang HTTP/1.1\r\nHost: x\r\n\r\n")
         let delayed = try RawClient(port: server.port)
         delayed.send("GET /api/users?delay=30 HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(server.waitForRequests(7))
+        XCTAssertEqual(server.runningThreadCount, 8, "the acceptor and seven connections")
         let started = Date()
         server.stop()
         XCTAssertLessThan(Date().timeIntervalSince(started), 3, "stop() interrupts delays and hangs")
         for client in clients + [hanging, delayed] { XCTAssertTrue(client.readUntilClosed(timeout: 2).closed) }
         XCTAssertEqual(server.openConnectionCount, 0)
+        XCTAssertEqual(server.runningThreadCount, 0, "every server thread has ended")
         XCTAssertThrowsError(try RawClient(port: server.port), "the listener is closed")
         _ = (clients, hanging, delayed)
         let after = openDescriptorCount() - clients.count - 2
