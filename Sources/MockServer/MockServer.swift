@@ -62,6 +62,7 @@ public final class MockServer: @unchecked Sendable {
     private var records: [ReceivedRequest] = []
     private var handledCount = 0
     private var runningThreads = 0
+    private let threadCountLock = NSLock() // separate: start() spawns while holding `lock`
     private let threads = DispatchGroup()
     private let requestArrived = NSCondition()
     private var builtCatalogue: ReqresAPI.Catalogue?
@@ -160,7 +161,7 @@ public final class MockServer: @unchecked Sendable {
     public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.count }
 
     /// How many server threads (the acceptor and one per connection) are running now; 0 after `stop()`.
-    public var runningThreadCount: Int { lock.lock(); defer { lock.unlock() }; return runningThreads }
+    public var runningThreadCount: Int { threadCountLock.lock(); defer { threadCountLock.unlock() }; return runningThreads }
 
     /// How many connections were accepted since `start()`.
     public var acceptedConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return nextConnectionID }
@@ -206,14 +207,14 @@ public final class MockServer: @unchecked Sendable {
 
     private func spawn(_ body: @escaping @Sendable () -> Void) {
         threads.enter()
-        lock.lock()
+        threadCountLock.lock()
         runningThreads += 1
-        lock.unlock()
+        threadCountLock.unlock()
         let thread = Thread { [self] in
             body()
-            lock.lock()
+            threadCountLock.lock()
             runningThreads -= 1
-            lock.unlock()
+            threadCountLock.unlock()
             threads.leave()
         }
         thread.stackSize = 512 * 1024
