@@ -85,26 +85,15 @@ final class FaultMatrixTests: MockServerTestCase {
     /// status line or headers (swift-corelibs-foundation #5285). This runs that case in a child
     /// process (the restdemo binary) and records what happens, so a toolchain change is noticed.
     func testConnectionDroppedInsideHeadersInAChildProcess() throws {
-        let binary = try XCTUnwrap(RestDemoTests.binary, "build restdemo first")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["--base-url", server.baseURL.absoluteString + "/_test/close-in-headers", "users"]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        let finished = expectation(description: "child finished")
-        process.terminationHandler = { _ in finished.fulfill() }
-        try process.run()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        wait(for: [finished], timeout: 60)
+        let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/close-in-headers", "users"], useServer: false)
         XCTAssertTrue(server.waitForRequests(1))
-        if process.terminationReason == .uncaughtSignal {
+        if run.crashed {
             // The known toolchain trap: documented in the README under "Guarantees and known toolchain limits".
-            XCTAssertTrue(stderr.contains("Transfer completed, but there's no response"), stderr)
+            XCTAssertTrue(run.stderr.contains("Transfer completed, but there's no response"), run.stderr)
         } else {
             // A fixed toolchain: the library reports a clean transport error and restdemo exits 69.
-            XCTAssertEqual(process.terminationStatus, 69, stderr)
-            XCTAssertTrue(stderr.hasPrefix("restdemo: cannot reach "), stderr)
+            XCTAssertEqual(run.status, 69, run.stderr)
+            XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot reach "), run.stderr)
         }
     }
 }

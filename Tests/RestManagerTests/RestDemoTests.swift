@@ -4,58 +4,6 @@ import MockServer
 
 /// Runs the built `restdemo` binary against the mock server and checks stdout, stderr and exit codes.
 final class RestDemoTests: MockServerTestCase {
-    struct Run {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
-
-    static var binary: URL? {
-        let candidates = [Bundle.main.bundleURL, Bundle(for: RestDemoTests.self).bundleURL.deletingLastPathComponent(),
-                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
-        return candidates.map { $0.appendingPathComponent("restdemo") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
-    private var scratch: URL!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(at: scratch)
-        super.tearDown()
-    }
-
-    /// Runs restdemo with `--base-url` pointing at the mock unless `useServer` is false.
-    func restdemo(_ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
-                  file: StaticString = #filePath, line: UInt = #line) throws -> Run {
-        let binary = try XCTUnwrap(Self.binary, "build restdemo first (swift build)", file: file, line: line)
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments
-        var processEnvironment = ProcessInfo.processInfo.environment
-        processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
-        processEnvironment["RESTDEMO_BASE_URL"] = nil
-        processEnvironment.merge(environment) { _, new in new }
-        process.environment = processEnvironment
-        let outURL = scratch.appendingPathComponent("out-\(UUID().uuidString)")
-        let errURL = scratch.appendingPathComponent("err-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
-        process.terminationHandler = { _ in finished.fulfill() }
-        try process.run()
-        wait(for: [finished], timeout: 60)
-        return Run(status: process.terminationStatus,
-                   stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                   stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
-    }
-
     private func assertUsageError(_ arguments: [String], mentions text: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let run = try restdemo(arguments, file: file, line: line)
         XCTAssertEqual(run.status, 64, arguments.joined(separator: " "), file: file, line: line)
@@ -241,7 +189,7 @@ final class RestDemoTests: MockServerTestCase {
     }
 
     func testServeRunsUntilInterrupted() throws {
-        let binary = try XCTUnwrap(Self.binary)
+        let binary = try XCTUnwrap(Self.restdemoBinary)
         let process = Process()
         process.executableURL = binary
         process.arguments = ["serve", "--page-size", "3"]

@@ -22,9 +22,12 @@ class MockServerTestCase: XCTestCase {
         try server.start()
         rest = RestManager()
         rest.timeoutInterval = 10
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("restmanager-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     }
 
     override func tearDown() {
+        if let scratch { try? FileManager.default.removeItem(at: scratch) }
         server?.stop()
         server = nil
         rest = nil
@@ -67,6 +70,53 @@ class MockServerTestCase: XCTestCase {
     func echo(_ results: RestManager.Results, file: StaticString = #filePath, line: UInt = #line) throws -> Echo {
         XCTAssertNil(results.error, "request failed: \(String(describing: results.error))", file: file, line: line)
         return try results.decode(Echo.self)
+    }
+    // MARK: - Running the restdemo binary
+
+    /// What a run of the restdemo binary produced.
+    struct Run {
+        let status: Int32
+        let crashed: Bool
+        let stdout: String
+        let stderr: String
+    }
+
+    /// The built restdemo next to the test bundle (swift test builds it).
+    static var restdemoBinary: URL? {
+        let candidates = [Bundle.main.bundleURL, Bundle(for: MockServerTestCase.self).bundleURL.deletingLastPathComponent(),
+                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+        return candidates.map { $0.appendingPathComponent("restdemo") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    /// A scratch folder for this test, removed in tearDown.
+    private(set) var scratch: URL!
+
+    /// Runs restdemo with `--base-url` pointing at the mock unless `useServer` is false. Output goes to
+    /// files (not pipes) and the test waits for the process to end, so nothing can block on a full pipe.
+    func restdemo(_ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
+                  file: StaticString = #filePath, line: UInt = #line) throws -> Run {
+        let binary = try XCTUnwrap(Self.restdemoBinary, "build restdemo first (swift build)", file: file, line: line)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments
+        var processEnvironment = ProcessInfo.processInfo.environment
+        processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
+        processEnvironment["RESTDEMO_BASE_URL"] = nil
+        processEnvironment.merge(environment) { _, new in new }
+        process.environment = processEnvironment
+        let outURL = scratch.appendingPathComponent("out-\(UUID().uuidString)")
+        let errURL = scratch.appendingPathComponent("err-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
+        process.terminationHandler = { _ in finished.fulfill() }
+        try process.run()
+        wait(for: [finished], timeout: 120)
+        return Run(status: process.terminationStatus, crashed: process.terminationReason == .uncaughtSignal,
+                   stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+                   stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
     }
 }
 
