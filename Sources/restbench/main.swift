@@ -73,6 +73,23 @@ func tunedSession() -> URLSession {
 }
 
 let rawSession = tunedSession()
+
+/// The smallest delegate that makes redirects and auth challenges behave the same on Linux and Apple
+/// platforms; measured on its own to show what any such client pays for it on Linux.
+final class RedirectRefusingDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+}
+
+let delegateSession: URLSession = {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.urlCache = nil
+    configuration.httpCookieStorage = nil
+    configuration.urlCredentialStorage = nil
+    return URLSession(configuration: configuration, delegate: RedirectRefusingDelegate(), delegateQueue: nil)
+}()
 let defaultSession = URLSession(configuration: .default)
 
 func raw(_ session: URLSession, _ request: URLRequest) -> Sender {
@@ -117,6 +134,7 @@ func clients(get target: URL) -> [(name: String, sender: Sender)] {
     let request = URLRequest(url: target)
     let rest = manager()
     return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+            ("raw URLSession + delegate", raw(delegateSession, request)),
             ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
             ("tutorial design", tutorial(request))]
 }
