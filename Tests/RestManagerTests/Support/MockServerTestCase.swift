@@ -93,12 +93,11 @@ class MockServerTestCase: XCTestCase {
 
     /// Runs restdemo with `--base-url` pointing at the mock unless `useServer` is false. Output goes to
     /// files (not pipes) and the test waits for the process to end, so nothing can block on a full pipe.
+    /// (posix_spawn, not Foundation's Process: on Linux a Process object is never freed, which
+    /// LeakSanitizer would report against the tests.)
     func restdemo(_ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
                   file: StaticString = #filePath, line: UInt = #line) throws -> Run {
         let binary = try XCTUnwrap(Self.restdemoBinary, "build restdemo first (swift build)", file: file, line: line)
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments
         var processEnvironment = ProcessInfo.processInfo.environment
         processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
         processEnvironment["RESTDEMO_BASE_URL"] = nil
@@ -106,25 +105,25 @@ class MockServerTestCase: XCTestCase {
         // backtracer, which can hang under the sanitizers.
         processEnvironment["SWIFT_BACKTRACE"] = "enable=no"
         processEnvironment.merge(environment) { _, new in new }
-        process.environment = processEnvironment
-        let outURL = scratch.appendingPathComponent("out-\(UUID().uuidString)")
-        let errURL = scratch.appendingPathComponent("err-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
+        let outPath = scratch.appendingPathComponent("out-\(UUID().uuidString)").path
+        let errPath = scratch.appendingPathComponent("err-\(UUID().uuidString)").path
+        let child = try ChildProcess(path: binary.path,
+                                     arguments: (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments,
+                                     environment: processEnvironment, stdoutPath: outPath, stderrPath: errPath)
         let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
-        process.terminationHandler = { _ in finished.fulfill() }
-        try process.run()
-        wait(for: [finished], timeout: 120)
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        let outcome = ResultBox<ChildProcess.Outcome>()
+        DispatchQueue.global().async {
+            outcome.set(child.waitForExit())
+            finished.fulfill()
+        }
+        if XCTWaiter.wait(for: [finished], timeout: 120) != .completed {
+            child.kill()
+            wait(for: [finished], timeout: 10)
             XCTFail("restdemo did not finish", file: file, line: line)
         }
-        return Run(status: process.terminationStatus, crashed: process.terminationReason == .uncaughtSignal,
-                   stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                   stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+        let result = outcome.value ?? ChildProcess.Outcome(status: -1, signal: 0)
+        return Run(status: result.status, crashed: result.signal != 0,
+                   stdout: ChildProcess.readFile(outPath), stderr: ChildProcess.readFile(errPath))
     }
 }
 
@@ -250,5 +249,64 @@ final class RawClient {
         let headBytes = Array(text[..<headEnd.upperBound].utf8).count
         guard buffer.count >= headBytes + length else { return nil }
         return (String(decoding: buffer[..<(headBytes + length)], as: UTF8.self), headBytes + length)
+    }
+}
+
+/// A child process started with posix_spawn, its output redirected to files.
+final class ChildProcess: @unchecked Sendable {
+    struct Outcome: Sendable {
+        /// The exit status, or -1 when a signal ended the process.
+        let status: Int32
+        /// The signal that ended the process, or 0.
+        let signal: Int32
+    }
+
+    let pid: pid_t
+
+    init(path: String, arguments: [String], environment: [String: String], stdoutPath: String, stderrPath: String) throws {
+        #if os(Linux)
+        var actions = posix_spawn_file_actions_t()
+        #else
+        var actions: posix_spawn_file_actions_t?
+        #endif
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard result == 0 else { throw NSError(domain: "posix_spawn", code: Int(result)) }
+        self.pid = pid
+    }
+
+    /// Blocks until the process ends.
+    func waitForExit() -> Outcome {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let signal = status & 0x7F
+        return signal == 0 ? Outcome(status: (status >> 8) & 0xFF, signal: 0) : Outcome(status: -1, signal: signal)
+    }
+
+    func kill() { _ = Foundation.kill(pid, SIGKILL) }
+
+    func interrupt() { _ = Foundation.kill(pid, SIGINT) }
+
+    /// A whole file as text, read with POSIX calls.
+    static func readFile(_ path: String) -> String {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return "" }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, 65536) }
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
