@@ -15,6 +15,7 @@ struct Client {
         self.base = base
         self.options = options
         rest.timeoutInterval = options.timeout
+        ProcessLifetime.keep(rest)
     }
 
     // MARK: - Commands
@@ -231,5 +232,19 @@ enum AvatarFile {
             throw Exit(code: Exit.cannotWrite, message: "cannot write \(destination.path): \(error.localizedDescription)")
         }
         return destination.path
+    }
+}
+
+/// Objects kept until the process exits: tearing a URLSession down in the last moments of a
+/// command-line program can crash on Linux with Swift 6.3 (swift-corelibs-foundation #5469).
+final class ProcessLifetime: @unchecked Sendable {
+    private static let shared = ProcessLifetime()
+    private let lock = NSLock()
+    private var objects: [AnyObject] = []
+
+    static func keep(_ object: AnyObject) {
+        shared.lock.lock()
+        shared.objects.append(object)
+        shared.lock.unlock()
     }
 }
