@@ -886,7 +886,9 @@ public final class RestManager: @unchecked Sendable {
                          completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         let handle = RequestHandle(queue: snapshot.callbackQueue, completion: completion)
         // Prepared off the caller's thread, as in the tutorial (encoding a large body takes time).
-        DispatchQueue.global(qos: .userInitiated).async { [transport, weak self] in
+        // Captures the transport and the in-flight table, not the manager: releasing the manager
+        // never waits for its requests, and they still finish.
+        DispatchQueue.global(qos: .userInitiated).async { [transport, inFlight] in
             let request: URLRequest
             do {
                 request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
@@ -894,8 +896,8 @@ public final class RestManager: @unchecked Sendable {
                 handle.deliver(Results(withError: CustomError.wrap(error)))
                 return
             }
-            if snapshot.deduplicates, method == .get || method == .head, let self {
-                self.startShared(request, snapshot: snapshot, transport: transport, handle: handle)
+            if snapshot.deduplicates, method == .get || method == .head {
+                Self.startShared(request, snapshot: snapshot, transport: transport, inFlight: inFlight, handle: handle)
             } else {
                 let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, onFinish: nil)
                 if exchange.add(handle) { exchange.start() }
@@ -905,12 +907,13 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// Joins an identical exchange in flight, or starts one that later callers can join.
-    private func startShared(_ request: URLRequest, snapshot: Snapshot, transport: Transport, handle: RequestHandle) {
-        let key = Self.deduplicationKey(request)
+    private static func startShared(_ request: URLRequest, snapshot: Snapshot, transport: Transport,
+                                    inFlight: Locked<[String: Exchange]>, handle: RequestHandle) {
+        let key = deduplicationKey(request)
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
-            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport) { [weak self] finished in
-                self?.inFlight.withLock { table in
+            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport) { finished in
+                inFlight.withLock { table in
                     if table[key] === finished { table[key] = nil }
                 }
             }
