@@ -18,7 +18,7 @@ let package = Package(
         .executableTarget(name: "restdemo", dependencies: ["RestManager", "MockServer"]),
         .target(name: "HeapStatistics"),
         .executableTarget(name: "restbench", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
-        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer"]),
+        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
     ],
     swiftLanguageModes: [.v6]
 )

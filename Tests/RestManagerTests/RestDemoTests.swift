@@ -164,6 +164,14 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(run.stderr.split(separator: "\n").count, 1)
     }
 
+    func testTimeoutOptionBoundsEachRequest() throws {
+        let started = Date()
+        let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/hang", "--timeout", "0.5", "users"], useServer: false)
+        XCTAssertEqual(run.status, 69)
+        XCTAssertTrue(run.stderr.contains("timed out after 0.5 s"), run.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+    }
+
     func testAnswerThatDoesNotDecodeExits65() throws {
         let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/status/200", "user", "2"], useServer: false)
         XCTAssertEqual(run.status, 65)

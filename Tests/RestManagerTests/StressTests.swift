@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import HeapStatistics
 import MockServer
 import RestManager
 
@@ -30,6 +31,7 @@ final class StressTests: MockServerTestCase {
     func testRandomFaultsAndCancellationsFromSixtyFourCallers() throws {
         let total = self.total
         let descriptorsBefore = openDescriptors()
+        let heapBefore = heap_statistics_live_bytes()
         let ledger = Ledger(count: total)
         let group = DispatchGroup()
         let paths = ["/_test/echo", "/api/users", "/api/users/2", "/_test/status/500", "/_test/close-before-response",
@@ -74,5 +76,12 @@ final class StressTests: MockServerTestCase {
         server.stop()
         let closed = expectation(for: NSPredicate { _, _ in self.openDescriptors() <= descriptorsBefore }, evaluatedWith: nil)
         wait(for: [closed], timeout: 30)
+        // Memory is flat: what stays allocated is bounded by what the toolchain keeps per request
+        // (libcurl's ~48 bytes, allocator slack), far below any request's own data.
+        let heapAfter = heap_statistics_live_bytes()
+        if heapBefore > 0 {
+            let growthPerRequest = (Double(heapAfter) - Double(heapBefore)) / Double(total)
+            XCTAssertLessThan(growthPerRequest, 1024, "live heap grew \(Int(growthPerRequest)) bytes per request")
+        }
     }
 }
