@@ -987,14 +987,23 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func start() {
+            guard !lock.withLock({ finished }) else { return } // cancelled before it started
             let timer = DispatchSource.makeTimerSource(queue: .global(qos: .userInitiated))
             timer.schedule(deadline: .now() + timeout)
             timer.setEventHandler { [weak self] in
                 guard let self else { return }
                 self.finish(Results(withError: CustomError.timedOut(self.firstURL, after: self.timeout)))
             }
-            lock.withLock { self.timer = timer }
+            let stillRunning = lock.withLock { () -> Bool in
+                guard !finished else { return false }
+                self.timer = timer
+                return true
+            }
+            // Cancelled meanwhile: the timer is still resumed, as libdispatch traps when an
+            // inactive source is released.
+            if !stillRunning { timer.cancel() }
             timer.resume()
+            guard stillRunning else { return }
             send(request)
         }
 
