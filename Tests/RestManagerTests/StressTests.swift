@@ -18,6 +18,8 @@ final class StressTests: MockServerTestCase {
         func track(_ handle: AnyObject) { lock.lock(); handles.append { [weak handle] in handle }; lock.unlock() }
         var counts: [Int] { lock.lock(); defer { lock.unlock() }; return completions }
         var aliveHandles: Int { lock.lock(); defer { lock.unlock() }; return handles.filter { $0() != nil }.count }
+        /// Drops the test's own per-request bookkeeping before the heap is measured.
+        func forgetHandles() { lock.lock(); handles = []; lock.unlock() }
     }
 
     private func openDescriptors() -> Int {
@@ -77,7 +79,10 @@ final class StressTests: MockServerTestCase {
         let closed = expectation(for: NSPredicate { _, _ in self.openDescriptors() <= descriptorsBefore }, evaluatedWith: nil)
         wait(for: [closed], timeout: 30)
         // Memory is flat: what stays allocated is bounded by what the toolchain keeps per request
-        // (libcurl's ~48 bytes, allocator slack), far below any request's own data.
+        // (libcurl's ~48 bytes, allocator slack), far below any request's own data. The test's own
+        // records (the server's log of requests, the handle watch list) are dropped first.
+        server.clearReceivedRequests()
+        ledger.forgetHandles()
         let heapAfter = heap_statistics_live_bytes()
         if heapBefore > 0 {
             let growthPerRequest = (Double(heapAfter) - Double(heapBefore)) / Double(total)
