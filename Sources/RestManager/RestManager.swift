@@ -344,6 +344,7 @@ public final class RestManager: @unchecked Sendable {
             return Data("{\(members.joined(separator: ","))}".utf8)
         }
 
+        /// Same pairs in the same order, and the same key comparison.
         public static func == (lhs: RestEntity, rhs: RestEntity) -> Bool {
             lhs.entries == rhs.entries && lhs.keysIgnoreCase == rhs.keysIgnoreCase
         }
