@@ -37,12 +37,14 @@ final class BodyEncodingTests: MockServerTestCase {
             var entity = RestManager.RestEntity()
             var expected: [(String, String)] = []
             for index in 0..<4 {
+                let name = "f\(index)" + SeededGenerator.randomText(&generator, length: 5)
                 let value = SeededGenerator.randomText(&generator, length: 10)
-                entity.add(value: value, forKey: "f\(index)")
-                expected.append(("f\(index)", value))
+                entity.add(value: value, forKey: name)
+                expected.append((name, value))
             }
             // The server decodes a query exactly as a form body: send the form encoding as a query.
             let echo = try echo(send(.get, "/_test/echo?" + entity.formURLEncoded))
+            XCTAssertEqual(echo.queryPairs.map(\.0), expected.map(\.0))
             XCTAssertEqual(echo.queryPairs.map(\.1), expected.map(\.1))
         }
     }
