@@ -93,11 +93,8 @@ final class ClosedLoop: @unchecked Sendable {
         let elapsed = Double(Clock.nanoseconds() - start) / 1e9
         let cpu = Clock.cpuMicroseconds() - cpuStart
         let sorted = latencies.sorted()
-        func percentile(_ fraction: Double) -> Double {
-            Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1000
-        }
-        return Sample(requestsPerSecond: Double(count) / elapsed, p50Microseconds: percentile(0.5),
-                      p99Microseconds: percentile(0.99), cpuMicrosecondsPerRequest: cpu / Double(count), failures: failures)
+        return Sample(requestsPerSecond: Double(count) / elapsed, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
+                      p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: cpu / Double(count), failures: failures)
     }
 
     private func launch() {
@@ -121,6 +118,12 @@ final class ClosedLoop: @unchecked Sendable {
 }
 
 enum Statistics {
+    /// The `fraction` percentile of sorted nanosecond latencies, in microseconds (0 when empty).
+    static func percentileMicroseconds(_ sorted: [UInt64], _ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1000
+    }
+
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }

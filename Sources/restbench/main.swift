@@ -270,10 +270,9 @@ func serverAlone(connections: Int, seconds: Double) -> Row {
     }
     group.wait()
     let sorted = box.all.sorted()
-    func percentile(_ fraction: Double) -> Double { sorted.isEmpty ? 0 : Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1000 }
     return Row(scenario: "mock server alone", client: "raw sockets, keep-alive", inFlight: connections,
-               requestsPerSecond: Double(sorted.count) / seconds, p50Microseconds: percentile(0.5),
-               p99Microseconds: percentile(0.99), cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0)
+               requestsPerSecond: Double(sorted.count) / seconds, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
+               p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0)
 }
 
 final class LatencyBox: @unchecked Sendable {
@@ -288,11 +287,16 @@ rows += [serverAlone(connections: 8, seconds: quick ? 1 : 3), serverAlone(connec
 // MARK: - Memory
 
 progress("memory…")
+/// Watches every 100th request handle it is offered: watching each would itself grow the heap being measured.
 final class WeakHandles: @unchecked Sendable {
     private let lock = NSLock()
+    private var offered = 0
     private var handles: [() -> AnyObject?] = []
-    func add(_ handle: AnyObject) {
-        lock.lock(); handles.append { [weak handle] in handle }; lock.unlock()
+    func offer(_ handle: AnyObject) {
+        lock.lock()
+        if offered % 100 == 0 { handles.append { [weak handle] in handle } }
+        offered += 1
+        lock.unlock()
     }
     var alive: Int { lock.lock(); defer { lock.unlock() }; return handles.filter { $0() != nil }.count }
 }
@@ -320,13 +324,8 @@ func memoryRow(_ client: String, _ sender: @escaping Sender, requests: Int, trac
 let memoryRequests = quick ? 3000 : 20000
 let memoryManager = manager()
 let tracked = WeakHandles()
-let trackedCount = StatsBox()
 let trackedSender: Sender = { done in
-    let handle = memoryManager.makeRequest(toURL: users, withHttpMethod: .get) { done($0.isSuccess) }
-    // Every 100th handle is watched: watching each would itself grow the heap being measured.
-    let (count, _) = trackedCount.value
-    trackedCount.set((count + 1, 0))
-    if count % 100 == 0 { tracked.add(handle) }
+    tracked.offer(memoryManager.makeRequest(toURL: users, withHttpMethod: .get) { done($0.isSuccess) })
 }
 let memoryRows = [
     memoryRow("raw URLSession", raw(rawSession, URLRequest(url: users)), requests: memoryRequests),

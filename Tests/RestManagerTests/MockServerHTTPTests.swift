@@ -152,14 +152,6 @@ final class MockServerHTTPTests: MockServerTestCase {
 }
 
 final class MockServerLifecycleTests: XCTestCase {
-    private func openDescriptorCount() -> Int {
-        #if os(Linux)
-        return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-        #else
-        return (0..<4096).filter { fcntl(Int32($0), F_GETFD) != -1 }.count
-        #endif
-    }
-
     func testStopClosesEverythingAndLeaksNoDescriptor() throws {
         let before = openDescriptorCount()
         let server = MockServer()

@@ -22,17 +22,9 @@ final class StressTests: MockServerTestCase {
         func forgetHandles() { lock.lock(); handles = []; lock.unlock() }
     }
 
-    private func openDescriptors() -> Int {
-        #if os(Linux)
-        return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
-        #else
-        return (0..<4096).filter { fcntl(Int32($0), F_GETFD) != -1 }.count
-        #endif
-    }
-
     func testRandomFaultsAndCancellationsFromSixtyFourCallers() throws {
         let total = self.total
-        let descriptorsBefore = openDescriptors()
+        let descriptorsBefore = openDescriptorCount()
         let heapBefore = heap_statistics_live_bytes()
         let ledger = Ledger(count: total)
         let group = DispatchGroup()
@@ -76,7 +68,7 @@ final class StressTests: MockServerTestCase {
         let released = expectation(for: NSPredicate { _, _ in ledger.aliveHandles == 0 }, evaluatedWith: nil)
         wait(for: [released], timeout: 10)
         server.stop()
-        let closed = expectation(for: NSPredicate { _, _ in self.openDescriptors() <= descriptorsBefore }, evaluatedWith: nil)
+        let closed = expectation(for: NSPredicate { _, _ in openDescriptorCount() <= descriptorsBefore }, evaluatedWith: nil)
         wait(for: [closed], timeout: 30)
         // Memory is flat: what stays allocated is bounded by what the toolchain keeps per request
         // (libcurl's ~48 bytes, allocator slack), far below any request's own data. The test's own

@@ -310,3 +310,12 @@ final class ChildProcess: @unchecked Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+/// How many file descriptors this process has open (for leak checks).
+func openDescriptorCount() -> Int {
+    #if os(Linux)
+    return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    #else
+    return (0..<4096).filter { fcntl(Int32($0), F_GETFD) != -1 }.count
+    #endif
+}
