@@ -25,9 +25,12 @@ enum RestDemo {
 
     static func main() async {
         let code = await run(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
-        // The manager (and its URLSession) is still alive here (see ProcessLifetime): exit() ends
-        // the process without tearing the session down.
-        exit(code)
+        // _exit, not exit: exit() runs OpenSSL's atexit cleanup, which on Linux with Swift 6.3
+        // races libcurl still tidying a cancelled or timed-out transfer on another thread
+        // (swift-corelibs-foundation #5469) and can crash or change the exit status. Everything
+        // was written with unbuffered FileHandle writes; stdio is flushed in case.
+        fflush(nil)
+        _exit(code)
     }
 
     static func run(_ arguments: [String], environment: [String: String]) async -> Int32 {

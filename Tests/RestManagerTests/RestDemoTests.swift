@@ -167,7 +167,7 @@ final class RestDemoTests: MockServerTestCase {
     func testTimeoutOptionBoundsEachRequest() throws {
         let started = Date()
         let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/hang", "--timeout", "0.5", "users"], useServer: false)
-        XCTAssertEqual(run.status, 69)
+        XCTAssertEqual(run.status, 69, "crashed: \(run.crashed), stderr: \(run.stderr)")
         XCTAssertTrue(run.stderr.contains("timed out after 0.5 s"), run.stderr)
         XCTAssertLessThan(Date().timeIntervalSince(started), 10)
     }
