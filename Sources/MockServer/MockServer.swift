@@ -42,8 +42,11 @@ public final class MockServer: @unchecked Sendable {
         public var maximumConnections = 512
         /// How long an idle keep-alive connection stays open, in seconds.
         public var idleTimeout: TimeInterval = 30
-        /// Whether every request is kept for `receivedRequests` (turn off for benchmarks).
+        /// Whether requests are kept for `receivedRequests` (turn off for benchmarks and long runs).
         public var recordsRequests = true
+        /// How many of the most recent requests `receivedRequests` keeps, so that a long-running
+        /// server's memory stays bounded.
+        public var maximumRecordedRequests = 10_000
 
         /// The defaults.
         public init() {}
@@ -133,8 +136,12 @@ public final class MockServer: @unchecked Sendable {
         return URL(string: "http://\(host):\(port)")!  // built from our own host and number
     }
 
-    /// Every request received so far, oldest first (when `recordsRequests` is on).
-    public var receivedRequests: [ReceivedRequest] { lock.lock(); defer { lock.unlock() }; return records }
+    /// The requests received so far, oldest first: the most recent `maximumRecordedRequests` of
+    /// them (when `recordsRequests` is on).
+    public var receivedRequests: [ReceivedRequest] {
+        lock.lock(); defer { lock.unlock() }
+        return Array(records.suffix(max(0, configuration.maximumRecordedRequests)))
+    }
 
     /// The most recent request whose path is `path`, if any.
     public func lastRequest(path: String) -> ReceivedRequest? {
@@ -180,7 +187,12 @@ public final class MockServer: @unchecked Sendable {
     func record(_ request: ReceivedRequest) {
         lock.lock()
         handledCount += 1
-        if configuration.recordsRequests { records.append(request) }
+        if configuration.recordsRequests {
+            records.append(request)
+            // Trimmed in batches, so recording stays O(1) per request.
+            let limit = max(0, configuration.maximumRecordedRequests)
+            if records.count >= 2 * max(1, limit) { records.removeFirst(records.count - limit) }
+        }
         lock.unlock()
         requestArrived.lock()
         requestArrived.broadcast()

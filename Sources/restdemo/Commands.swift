@@ -70,7 +70,9 @@ enum Commands {
         var mock: MockServer?
         var base = invocation.global.baseURL ?? URL(string: "https://reqres.in")!  // a literal
         if invocation.global.offline {
-            let server = MockServer()
+            var configuration = MockServer.Configuration()
+            configuration.recordsRequests = false // nobody reads them here
+            let server = MockServer(configuration: configuration)
             do { try server.start() } catch {
                 throw Exit(code: Exit.unavailable, message: "cannot start the offline mock server: \(error)")
             }
@@ -103,6 +105,7 @@ enum Commands {
             configuration.pageSize = try ArgumentParser.positiveInteger(size, name: "--page-size", command: "serve")
         }
         configuration.requiresAPIKey = invocation.flags.contains("--require-api-key")
+        configuration.recordsRequests = false // a server left running must not grow
         let server = MockServer(configuration: configuration)
         do { try server.start() } catch {
             throw Exit(code: Exit.unavailable, message: "cannot start the mock server: \(error)")

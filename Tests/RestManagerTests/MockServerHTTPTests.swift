@@ -200,4 +200,20 @@ final class MockServerLifecycleTests: XCTestCase {
         defer { server.stop() }
         XCTAssertEqual(server.baseURL.absoluteString, "http://[::1]:\(server.port)")
     }
+
+    /// A server left running (`restdemo serve`) must not keep every request forever.
+    func testRecordsOnlyTheMostRecentRequests() throws {
+        var configuration = MockServer.Configuration()
+        configuration.maximumRecordedRequests = 5
+        let server = MockServer(configuration: configuration)
+        try server.start()
+        defer { server.stop() }
+        let connection = try RawClient(port: server.port)
+        for index in 0..<23 {
+            connection.send("GET /_test/echo?i=\(index) HTTP/1.1\r\nHost: x\r\n\r\n")
+            XCTAssertEqual(connection.readResponses(1).count, 1)
+        }
+        XCTAssertEqual(server.receivedRequests.map(\.rawQuery), (18..<23).map { "i=\($0)" })
+        XCTAssertEqual(server.handledRequestCount, 23)
+    }
 }

@@ -45,4 +45,36 @@ final class TimeoutTests: MockServerTestCase {
             guard case .invalidTimeout = results.error as? RestManager.CustomError else { XCTFail("\(value)"); continue }
         }
     }
+
+    /// All of a manager's deadlines share one timer: a shorter timeout added later must still fire
+    /// first, each at its own time, never early.
+    func testEachRequestTimesOutAtItsOwnDeadline() {
+        let started = Date()
+        let elapsed = ResultBox<(TimeInterval, TimeInterval)>()
+        let timeouts: [TimeInterval] = [1.5, 0.3, 0.8]
+        let done = timeouts.map { expectation(description: "timeout \($0)") }
+        for (timeout, finished) in zip(timeouts, done) {
+            rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: timeout) { results in
+                if case .timedOut(_, let after) = results.error as? RestManager.CustomError, after == timeout {
+                    elapsed.set((timeout, Date().timeIntervalSince(started)))
+                }
+                finished.fulfill()
+            }
+        }
+        wait(for: done, timeout: 10)
+        XCTAssertEqual(elapsed.all.map(\.0), [0.3, 0.8, 1.5], "in deadline order, each with its own timeout")
+        for (timeout, after) in elapsed.all {
+            XCTAssertGreaterThanOrEqual(after, timeout - 0.02, "\(timeout) s fired early")
+            XCTAssertLessThan(after, timeout + 1, "\(timeout) s fired late")
+        }
+    }
+
+    func testFinishedRequestsLeaveNoDeadlineBehind() {
+        rest.timeoutInterval = 0.4
+        for _ in 0..<50 { XCTAssertNil(send(.get, "/_test/echo").error) }
+        let started = Date()
+        let results = send(.get, "/_test/hang")
+        guard case .timedOut = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.38)
+    }
 }
