@@ -100,6 +100,17 @@ func raw(_ session: URLSession, _ request: URLRequest) -> Sender {
     }
 }
 
+/// Raw, with the completion re-dispatched to a global queue: what any client pays that delivers
+/// completions on a queue of the caller's choice rather than on URLSession's own delegate queue.
+func rawWithCallbackHop(_ session: URLSession, _ request: URLRequest) -> Sender {
+    { done in
+        session.dataTask(with: request) { _, response, error in
+            let success = error == nil && (response as? HTTPURLResponse)?.statusCode ?? 0 < 300
+            DispatchQueue.global(qos: .userInitiated).async { done(success) }
+        }.resume()
+    }
+}
+
 /// The tutorial's design: hop to a global queue, make a new session, send.
 func tutorial(_ request: URLRequest) -> Sender {
     { done in
@@ -135,6 +146,7 @@ func clients(get target: URL) -> [(name: String, sender: Sender)] {
     let rest = manager()
     return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
             ("raw URLSession + delegate", raw(delegateSession, request)),
+            ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
             ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
             ("tutorial design", tutorial(request))]
 }
@@ -150,6 +162,7 @@ func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
         rest.httpBodyParameters.add(value: "leader", forKey: "job")
     }
     return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+            ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
             ("RestManager", completion(rest, .post, target)), ("RestManager async", asyncAwait(rest, .post, target)),
             ("tutorial design", tutorial(request))]
 }
