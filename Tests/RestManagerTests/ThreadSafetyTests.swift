@@ -37,6 +37,49 @@ final class ThreadSafetyTests: MockServerTestCase {
         wait(for: [done], timeout: 10)
     }
 
+    /// Completions run straight from the session's queue by default; one that blocks waiting for
+    /// another request of the same manager (a common script pattern) must not stall that request.
+    func testACompletionThatBlocksDoesNotHoldUpTheNextRequest() throws {
+        let done = expectation(description: "outer completed")
+        let inner = ResultBox<RestManager.Results>()
+        let waited = ResultBox<DispatchTimeoutResult>()
+        let manager = try XCTUnwrap(rest)
+        manager.timeoutInterval = 60 // longer than the wait below: only a stalled queue could fail it
+        let target = url("/_test/echo")
+        manager.makeRequest(toURL: target, withHttpMethod: .get) { _ in
+            let finished = DispatchSemaphore(value: 0)
+            manager.makeRequest(toURL: target, withHttpMethod: .get) { results in
+                inner.set(results)
+                finished.signal()
+            }
+            waited.set(finished.wait(timeout: .now() + 10))
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 30)
+        XCTAssertEqual(waited.value, .success, "the inner request completed while the outer completion was blocked")
+        XCTAssertEqual(inner.value?.statusCode, 200)
+    }
+
+    /// De-duplicated callers share one answer; their completions must not run one after another on
+    /// one thread, or a caller that blocks until the other has run would wait forever.
+    func testSharedAnswerIsNotDeliveredOneCallerAfterAnother() {
+        rest.deduplicatesRequests = true
+        let ran = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+        let waited = ResultBox<DispatchTimeoutResult>()
+        let done = [expectation(description: "first"), expectation(description: "second")]
+        let target = url("/_test/delay?seconds=0.3")
+        for (mine, other) in [(0, 1), (1, 0)] {
+            rest.makeRequest(toURL: target, withHttpMethod: .get) { _ in
+                ran[mine].signal()
+                waited.set(ran[other].wait(timeout: .now() + 5))
+                done[mine].fulfill()
+            }
+        }
+        wait(for: done, timeout: 30)
+        XCTAssertEqual(waited.all, [.success, .success], "each completion ran while the other was waiting")
+        XCTAssertEqual(server.receivedRequests.filter { $0.path == "/_test/delay" }.count, 1, "one shared network call")
+    }
+
     func testRequestsInFlightFinishWhenTheManagerIsReleased() {
         let done = expectation(description: "completed")
         let box = ResultBox<RestManager.Results>()
