@@ -70,14 +70,8 @@ public final class RestManager: @unchecked Sendable {
         set { state.withLock { $0.timeout = newValue } }
     }
 
-    /// The queue completion handlers are called on. `nil` (the default) means a background thread:
-    /// straight from the session's own concurrent queue when the answer arrives, so no thread
-    /// hand-off is paid; a completion that blocks still never holds up other requests.
-    ///
-    /// ```swift
-    /// rest.callbackQueue = .main // e.g. to update UI directly
-    /// ```
-    public var callbackQueue: DispatchQueue? {
+    /// The queue completion handlers are called on (default: a global `.userInitiated` queue).
+    public var callbackQueue: DispatchQueue {
         get { state.withLock { $0.callbackQueue } }
         set { state.withLock { $0.callbackQueue = newValue } }
     }
@@ -151,7 +145,7 @@ public final class RestManager: @unchecked Sendable {
     // MARK: - Public API: the tutorial's calls
 
     /// Sends a request built from the manager's headers, query and body, and calls `completion`
-    /// exactly once with the outcome, on `callbackQueue` (by default, on a background thread).
+    /// exactly once with the outcome, on `callbackQueue`.
     ///
     /// - Parameters:
     ///   - url: an absolute `http` or `https` URL; a query already in it is kept.
@@ -536,11 +530,11 @@ public final class RestManager: @unchecked Sendable {
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
-        private let queue: DispatchQueue?
+        private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
 
-        init(queue: DispatchQueue?, completion: @escaping @Sendable (Results) -> Void) {
+        init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) {
             self.queue = queue
             self.completion = completion
         }
@@ -560,21 +554,13 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Calls the completion if it has not been called yet; returns whether it did.
-        /// `inline` is for the session's concurrent queue only: any other caller (a `cancel()`, a
-        /// timer, a lock holder) must never run user code on its own stack.
         @discardableResult
-        func deliver(_ results: Results, inline: Bool = false) -> Bool {
+        func deliver(_ results: Results) -> Bool {
             guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
                 defer { self.completion = nil }
                 return self.completion
             }) else { return false }
-            if let queue {
-                queue.async { completion(results) }
-            } else if inline {
-                completion(results)
-            } else {
-                DispatchQueue.global(qos: .userInitiated).async { completion(results) }
-            }
+            queue.async { completion(results) }
             return true
         }
 
@@ -671,7 +657,7 @@ public final class RestManager: @unchecked Sendable {
         var body: Data?
         var files: [MultipartBody.Part] = []
         var timeout: TimeInterval = 60
-        var callbackQueue: DispatchQueue?
+        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
         var followsRedirects = true
         var maximumRedirects = 10
         var deduplicates = false
@@ -957,8 +943,6 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let deadlines = Deadlines()
-        /// Serialises the delegate's answers with task cancels (see `cancelLater`).
-        let decisions = DispatchQueue(label: "RestManager decisions")
 
         init(maximumConnectionsPerHost: Int) {
             let configuration = URLSessionConfiguration.ephemeral
@@ -973,15 +957,12 @@ public final class RestManager: @unchecked Sendable {
             configuration.urlCredentialStorage = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
             configuration.httpMaximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
-            // Concurrent, unlike URLSession's default serial queue: completions run right here
-            // without a thread hand-off (a hop costs 12–25% of a sequential request on Linux), and a
-            // completion that blocks cannot hold up the others. Delegate answers and cancels are
-            // ordered by `decisions` instead.
-            let delegateQueue = OperationQueue()
-            delegateQueue.name = "RestManager session"
-            delegateQueue.maxConcurrentOperationCount = OperationQueue.defaultMaxConcurrentOperationCount
-            session = URLSession(configuration: configuration, delegate: SessionDelegate(decisions: decisions),
-                                 delegateQueue: delegateQueue)
+            // The delegate queue stays URLSession's own serial one. FoundationNetworking completes a
+            // task with a check-then-act on it (`state != .completed`, call, mark completed) that is
+            // only atomic when the queue is serial: on a concurrent queue a cancel racing the answer
+            // completes the task twice and traps in TaskRegistry.remove (seen under ASan). Hence the
+            // hop to `callbackQueue`: a completion that blocks must not hold this queue.
+            session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: nil)
         }
 
         deinit {
@@ -1133,7 +1114,7 @@ public final class RestManager: @unchecked Sendable {
 
         /// Called by `Deadlines` when the timeout has passed.
         func deadlinePassed() {
-            finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)), onSessionQueue: false)
+            finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
         }
 
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
@@ -1227,9 +1208,7 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// Ends the exchange once. Called with `onSessionQueue` from URLSession's completion handler
-        /// (the session's concurrent queue), where a single waiting completion runs inline.
-        private func finish(_ results: Results, onSessionQueue: Bool = true) {
+        private func finish(_ results: Results) {
             let outcome: (waiting: [RequestHandle], resources: Resources)? = lock.withLock {
                 guard !finished else { return nil }
                 finished = true
@@ -1237,10 +1216,7 @@ public final class RestManager: @unchecked Sendable {
                 return (handles, takeResources())
             }
             guard let outcome else { return }
-            // Several de-duplicated callers are never run one after another on one thread: one
-            // that blocks would hold up the others.
-            let inline = onSessionQueue && outcome.waiting.count == 1
-            for handle in outcome.waiting { handle.deliver(results, inline: inline) }
+            for handle in outcome.waiting { handle.deliver(results) }
             release(outcome.resources, cancellingTask: outcome.resources.task.map { $0.state != .completed } ?? false)
             onFinish?(self)
         }
@@ -1259,12 +1235,12 @@ public final class RestManager: @unchecked Sendable {
             if cancellingTask, let task = resources.task { cancelLater(task) }
         }
 
-        /// Cancels outside every lock, on the transport's `decisions` queue: on Linux `cancel()`
-        /// hops synchronously onto the session's queue, and a cancel that overtakes the redirect
+        /// Cancels outside every lock, on the session's delegate queue: on Linux `cancel()` hops
+        /// synchronously onto the session's queue, and a cancel that overtakes the redirect
         /// decision traps in FoundationNetworking ("Received callback for HTTP redirection, but
-        /// we're not waiting for it"); the delegate answers on the same serial queue.
+        /// we're not waiting for it"); the delegate queue orders the two.
         private func cancelLater(_ task: URLSessionDataTask) {
-            transport.decisions.async { task.cancel() }
+            transport.session.delegateQueue.addOperation { task.cancel() }
         }
 
         private static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
@@ -1280,20 +1256,14 @@ public final class RestManager: @unchecked Sendable {
 
     /// Handles only redirects and challenges; data arrives through completion handlers.
     final class SessionDelegate: NSObject, URLSessionTaskDelegate, Sendable {
-        private let decisions: DispatchQueue
-
-        init(decisions: DispatchQueue) { self.decisions = decisions }
-
         func urlSession(_ session: URLSession, task: URLSessionTask,
                         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
                         completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
             // The exchange follows redirects itself, identically on every platform. A task that was
-            // cancelled before this call (cancels run on `decisions` too) is not answered: on Linux
+            // cancelled before this call (cancels run on this same queue) is not answered: on Linux
             // the answer would reach a task no longer waiting for it, and that traps.
-            decisions.sync {
-                guard task.state == .running else { return }
-                completionHandler(nil)
-            }
+            guard task.state == .running else { return }
+            completionHandler(nil)
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
@@ -1301,7 +1271,7 @@ public final class RestManager: @unchecked Sendable {
             #if canImport(FoundationNetworking)
             // Swift 6.3.1 on Linux never completes a 401 Basic challenge otherwise; the 401 is
             // read back from the task's response. (TLS is verified by libcurl there, never here.)
-            decisions.sync { completionHandler(.cancelAuthenticationChallenge, nil) }
+            completionHandler(.cancelAuthenticationChallenge, nil)
             #else
             // TLS validation and a 401 without credentials both stay Foundation's job here.
             completionHandler(.performDefaultHandling, nil)
