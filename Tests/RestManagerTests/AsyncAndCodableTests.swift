@@ -20,6 +20,44 @@ final class AsyncAndCodableTests: MockServerTestCase {
         return decoder
     }
 
+    /// Many `await` calls at once on one manager (shared answers on): answers, timeouts (delivered by
+    /// the deadline timer) and cancellations each resolve their own call exactly once.
+    func testManyConcurrentAwaitsEachGetTheirOwnOutcome() async throws {
+        let manager = try XCTUnwrap(rest)
+        manager.deduplicatesRequests = true
+        let echo = url("/_test/echo"), hang = url("/_test/hang"), slow = url("/_test/delay?seconds=5")
+        let outcomes = await withTaskGroup(of: (Int, String).self) { group -> [Int: String] in
+            for index in 0..<120 {
+                group.addTask {
+                    switch index % 3 {
+                    case 0:
+                        let results = await manager.makeRequest(toURL: echo, withHttpMethod: .get)
+                        return (index, results.statusCode == 200 ? "answered" : "\(String(describing: results.error))")
+                    case 1:
+                        let results = await manager.makeRequest(toURL: hang, withHttpMethod: .get, timeoutInterval: 0.3)
+                        guard case .timedOut = results.error as? RestManager.CustomError else { return (index, "\(String(describing: results.error))") }
+                        return (index, "timed out")
+                    default:
+                        let request = Task { await manager.makeRequest(toURL: slow, withHttpMethod: .get) }
+                        request.cancel()
+                        let results = await request.value
+                        return (index, (results.error as? RestManager.CustomError)?.isCancellation == true ? "cancelled" : "\(String(describing: results.error))")
+                    }
+                }
+            }
+            var outcomes: [Int: String] = [:]
+            for await (index, outcome) in group {
+                XCTAssertNil(outcomes[index], "resolved twice")
+                outcomes[index] = outcome
+            }
+            return outcomes
+        }
+        XCTAssertEqual(outcomes.count, 120)
+        for (index, outcome) in outcomes {
+            XCTAssertEqual(outcome, ["answered", "timed out", "cancelled"][index % 3], "request \(index)")
+        }
+    }
+
     func testDecodableRequestWithSnakeCaseDecoder() async throws {
         rest.urlQueryParameters.add(value: "2", forKey: "page")
         let page = try await rest.request(UserPage.self, fromURL: url("/api/users"), decoder: snakeCase)
