@@ -886,7 +886,6 @@ public final class RestManager: @unchecked Sendable {
     private func perform(url: URL, method: HttpMethod, snapshot: Snapshot,
                          completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         let handle = RequestHandle(queue: snapshot.callbackQueue, completion: completion)
-        // Prepared off the caller's thread, as in the tutorial (encoding a large body takes time).
         // Captures the transport and the in-flight table, not the manager: releasing the manager
         // never waits for its requests, and they still finish.
         let prepare = { @Sendable [transport, inFlight] in
@@ -1126,7 +1125,7 @@ public final class RestManager: @unchecked Sendable {
                 return takeResources()
             }
             guard let resources else { return }
-            release(resources, cancellingTask: true)
+            release(resources)
             onFinish?(self)
         }
 
@@ -1217,7 +1216,7 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let outcome else { return }
             for handle in outcome.waiting { handle.deliver(results) }
-            release(outcome.resources, cancellingTask: outcome.resources.task.map { $0.state != .completed } ?? false)
+            release(outcome.resources)
             onFinish?(self)
         }
 
@@ -1229,10 +1228,10 @@ public final class RestManager: @unchecked Sendable {
             return (task, deadlineTicket)
         }
 
-        /// Outside the lock: forgets the deadline and cancels the task if asked.
-        private func release(_ resources: Resources, cancellingTask: Bool) {
+        /// Outside the lock: forgets the deadline and cancels the task unless it has completed.
+        private func release(_ resources: Resources) {
             if let ticket = resources.deadlineTicket { transport.deadlines.remove(ticket) }
-            if cancellingTask, let task = resources.task { cancelLater(task) }
+            if let task = resources.task, task.state != .completed { cancelLater(task) }
         }
 
         /// Cancels outside every lock, on the session's delegate queue: on Linux `cancel()` hops

@@ -103,12 +103,8 @@ func raw(_ session: URLSession, _ request: URLRequest) -> Sender {
 /// Raw, with the completion re-dispatched to a global queue: what any client pays that delivers
 /// completions on a queue of the caller's choice rather than on URLSession's own delegate queue.
 func rawWithCallbackHop(_ session: URLSession, _ request: URLRequest) -> Sender {
-    { done in
-        session.dataTask(with: request) { _, response, error in
-            let success = error == nil && (response as? HTTPURLResponse)?.statusCode ?? 0 < 300
-            DispatchQueue.global(qos: .userInitiated).async { done(success) }
-        }.resume()
-    }
+    let send = raw(session, request)
+    return { done in send { success in DispatchQueue.global(qos: .userInitiated).async { done(success) } } }
 }
 
 /// The tutorial's design: hop to a global queue, make a new session, send.
