@@ -71,6 +71,9 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The queue completion handlers are called on (default: a global `.userInitiated` queue).
+    ///
+    /// With the default, a completion may run on the thread that received the answer, saving a
+    /// thread hand-off; it still runs on that global queue, and one that blocks stalls no other request.
     public var callbackQueue: DispatchQueue {
         get { state.withLock { $0.callbackQueue } }
         set { state.withLock { $0.callbackQueue = newValue } }
@@ -554,13 +557,21 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Calls the completion if it has not been called yet; returns whether it did.
+        ///
+        /// From `sessionQueue`'s own thread, a completion for the default callback queue runs right
+        /// there (that thread is a worker of the default queue) once the session queue has moved on
+        /// without it; otherwise it is dispatched to `queue`.
         @discardableResult
-        func deliver(_ results: Results) -> Bool {
+        func deliver(_ results: Results, from sessionQueue: SessionQueue? = nil) -> Bool {
             guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
                 defer { self.completion = nil }
                 return self.completion
             }) else { return false }
-            queue.async { completion(results) }
+            if let sessionQueue, queue === RestManager.defaultCallbackQueue, sessionQueue.continueWithoutCurrentThread() {
+                completion(results)
+            } else {
+                queue.async { completion(results) }
+            }
             return true
         }
 
@@ -657,7 +668,7 @@ public final class RestManager: @unchecked Sendable {
         var body: Data?
         var files: [MultipartBody.Part] = []
         var timeout: TimeInterval = 60
-        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
+        var callbackQueue = RestManager.defaultCallbackQueue
         var followsRedirects = true
         var maximumRedirects = 10
         var deduplicates = false
@@ -681,8 +692,9 @@ public final class RestManager: @unchecked Sendable {
         let isMultipart: Bool
 
         init(_ contentType: String?) {
+            // Trimmed by hand: Foundation's `trimmingCharacters` is a measurable part of a small POST.
             let mediaType = (contentType ?? "").split(separator: ";").first
-                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+                .map { String($0.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()).lowercased() } ?? ""
             isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
             isForm = mediaType == "application/x-www-form-urlencoded"
             isMultipart = mediaType == "multipart/form-data"
@@ -697,21 +709,20 @@ public final class RestManager: @unchecked Sendable {
                 throw CustomError.invalidTimeout(snapshot.timeout)
             }
             var request = URLRequest(url: try urlWithQuery(url, query: snapshot.query))
-            request.httpMethod = method.name
+            if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its own timer to whole seconds (0.5 fires at once);
             // the library enforces the real deadline, so Foundation's only has to come later.
             request.timeoutInterval = snapshot.timeout.rounded(.up) + 1
             var headers = snapshot.headers
-            for (name, value) in headers.orderedPairs {
-                try validateHeader(name: name, value: value)
-                request.setValue(value, forHTTPHeaderField: name)
-            }
+            for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
             if method != .get && method != .head, let body = try body(for: snapshot, headers: &headers) {
                 request.httpBody = body
-                request.setValue(headers.value(forKey: "Content-Type"), forHTTPHeaderField: "Content-Type")
             }
-            if headers.value(forKey: "Accept") == nil { request.setValue("*/*", forHTTPHeaderField: "Accept") }
-            if headers.value(forKey: "User-Agent") == nil { request.setValue(userAgent, forHTTPHeaderField: "User-Agent") }
+            if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }
+            if headers.value(forKey: "User-Agent") == nil { headers.add(value: userAgent, forKey: "User-Agent") }
+            // All at once: each `setValue(_:forHTTPHeaderField:)` searches the fields again on Linux.
+            request.allHTTPHeaderFields = Dictionary(headers.orderedPairs.map { ($0.key, $0.value) },
+                                                     uniquingKeysWith: { _, last in last })
             return request
         }
 
@@ -878,6 +889,9 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Transport
 
+    /// The default `callbackQueue`, one instance so that it can be recognised.
+    static let defaultCallbackQueue = DispatchQueue.global(qos: .userInitiated)
+
     private let state = Locked(Snapshot())
     private let transport: Transport
     private let inFlight = Locked([String: Exchange]())
@@ -942,6 +956,8 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let deadlines = Deadlines()
+        /// The session's delegate queue where completions may run in place (Linux); nil elsewhere.
+        let sessionQueue: SessionQueue?
 
         init(maximumConnectionsPerHost: Int) {
             let configuration = URLSessionConfiguration.ephemeral
@@ -956,12 +972,17 @@ public final class RestManager: @unchecked Sendable {
             configuration.urlCredentialStorage = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
             configuration.httpMaximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
-            // The delegate queue stays URLSession's own serial one. FoundationNetworking completes a
-            // task with a check-then-act on it (`state != .completed`, call, mark completed) that is
-            // only atomic when the queue is serial: on a concurrent queue a cancel racing the answer
-            // completes the task twice and traps in TaskRegistry.remove (seen under ASan). Hence the
-            // hop to `callbackQueue`: a completion that blocks must not hold this queue.
+            // The delegate queue must be serial: FoundationNetworking completes a task on it with a
+            // check-then-act (`state != .completed`, call, mark completed) that is only atomic there;
+            // on a concurrent queue a cancel racing the answer completes a task twice and traps in
+            // TaskRegistry.remove (seen under ASan). A completion that blocks must not hold it either.
+            #if canImport(FoundationNetworking)
+            sessionQueue = SessionQueue()
+            session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: sessionQueue)
+            #else
+            sessionQueue = nil
             session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: nil)
+            #endif
         }
 
         deinit {
@@ -969,6 +990,92 @@ public final class RestManager: @unchecked Sendable {
             session.finishTasksAndInvalidate()
         }
     }
+
+    #if canImport(FoundationNetworking)
+    /// A serial delegate queue that can carry on without the thread running its current operation.
+    ///
+    /// URLSession calls completion handlers here one at a time. Running the caller's completion in
+    /// place saves a thread hand-off per request (raw URLSession's speed), but a completion that
+    /// blocks would hold every later callback of the session. So, just before a completion runs in
+    /// place, `continueWithoutCurrentThread()` hands the remaining operations to a fresh worker:
+    /// operations still run one at a time, in order, and the blocked thread holds up nothing.
+    /// The operation left behind only finishes its own, already completed task.
+    final class SessionQueue: OperationQueue, @unchecked Sendable {
+        private let lock = Lock()
+        /// Operations in order; run ones are set to nil at once (they hold the session and its tasks).
+        private var pending: [(@Sendable () -> Void)?] = []
+        private var head = 0
+        /// Which drain loop owns the queue; a loop that no longer owns it stops.
+        private var owner: UInt64 = 0
+        private var ownerThread: pthread_t?
+        private var draining = false
+
+        override init() {
+            super.init()
+            maxConcurrentOperationCount = 1
+        }
+
+        override func addOperation(_ block: @escaping @Sendable () -> Void) {
+            let start = lock.withLock { () -> UInt64? in
+                pending.append(block)
+                return draining ? nil : takeOwnership()
+            }
+            if let start { RestManager.defaultCallbackQueue.async { self.drain(as: start) } }
+        }
+
+        override func addOperation(_ operation: Operation) {
+            let box = UncheckedSendable(operation)
+            addOperation { box.value.start() }
+        }
+
+        /// From inside an operation of this queue: lets the queue go on on another thread while this
+        /// one runs on. False (and nothing changes) when called from any other thread.
+        func continueWithoutCurrentThread() -> Bool {
+            let start = lock.withLock { () -> UInt64?? in
+                guard let ownerThread, pthread_equal(ownerThread, pthread_self()) != 0 else { return .none }
+                self.ownerThread = nil
+                if head < pending.count { return .some(takeOwnership()) }
+                owner &+= 1
+                draining = false
+                pending.removeAll(keepingCapacity: true)
+                head = 0
+                return .some(nil)
+            }
+            guard let start else { return false }
+            if let start { RestManager.defaultCallbackQueue.async { self.drain(as: start) } }
+            return true
+        }
+
+        /// Call with the lock held.
+        private func takeOwnership() -> UInt64 {
+            owner &+= 1
+            draining = true
+            return owner
+        }
+
+        private func drain(as loop: UInt64) {
+            while let operation = lock.withLock({ () -> (@Sendable () -> Void)? in
+                guard owner == loop else { return nil }
+                guard head < pending.count else {
+                    draining = false
+                    ownerThread = nil
+                    pending.removeAll(keepingCapacity: true)
+                    head = 0
+                    return nil
+                }
+                if head >= 64, head * 2 >= pending.count { // keep the array from growing under steady load
+                    pending.removeFirst(head)
+                    head = 0
+                }
+                defer { pending[head] = nil; head += 1 }
+                ownerThread = pthread_self()
+                return pending[head]
+            }) {
+                operation()
+            }
+        }
+    }
+    #endif
 
     /// Every deadline of one transport on one dispatch timer, armed for the earliest. A timer per
     /// request would wake libdispatch's timer thread twice per request (arm and cancel); here a
@@ -1144,15 +1251,23 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func received(data: Data?, response: URLResponse?, error: Error?) {
+            // This task has completed, so nothing may cancel it any more. Its state still says
+            // `.running` while its completion handler runs (Linux), so clear it here rather than
+            // let `release` queue a cancel per request (an extra delegate-queue wake-up each time).
+            let completedTask = lock.withLock { () -> URLSessionDataTask? in
+                defer { task = nil }
+                return task
+            }
             if let error {
                 let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
                 switch urlError.code {
                 case .cancelled:
                     // The session delegate cancels HTTP auth challenges (Linux would wait forever);
                     // the 401 is then in the task's response. A cancel of ours finished already.
-                    let taskResponse = response ?? lock.withLock { task?.response }
+                    let taskResponse = response ?? completedTask?.response
                     if let http = taskResponse as? HTTPURLResponse, http.statusCode == 401 {
-                        return finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil))
+                        return finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil),
+                                      onSessionQueue: true)
                     }
                     return finish(Results(withError: CustomError.cancelled))
                 case .timedOut:
@@ -1170,7 +1285,7 @@ public final class RestManager: @unchecked Sendable {
                let location = http.value(forHTTPHeaderField: "Location") {
                 return redirect(from: http, to: location)
             }
-            finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil))
+            finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil), onSessionQueue: true)
         }
 
         private func redirect(from response: HTTPURLResponse, to location: String) {
@@ -1207,7 +1322,9 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        private func finish(_ results: Results) {
+        /// Ends the exchange once. `onSessionQueue`: called by the task's own completion handler,
+        /// so a single waiting completion may run in place.
+        private func finish(_ results: Results, onSessionQueue: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources)? = lock.withLock {
                 guard !finished else { return nil }
                 finished = true
@@ -1215,9 +1332,10 @@ public final class RestManager: @unchecked Sendable {
                 return (handles, takeResources())
             }
             guard let outcome else { return }
-            for handle in outcome.waiting { handle.deliver(results) }
             release(outcome.resources)
             onFinish?(self)
+            let sessionQueue = onSessionQueue && outcome.waiting.count == 1 ? transport.sessionQueue : nil
+            for handle in outcome.waiting { handle.deliver(results, from: sessionQueue) }
         }
 
         private typealias Resources = (task: URLSessionDataTask?, deadlineTicket: UInt64?)
@@ -1318,6 +1436,12 @@ public final class RestManager: @unchecked Sendable {
             defer { lock.unlock() }
             return try body()
         }
+    }
+
+    /// Carries a value the compiler cannot check across a concurrency boundary; the caller vouches.
+    struct UncheckedSendable<Value>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
     }
 
     /// A value behind a `Lock`.

@@ -37,7 +37,7 @@ final class ThreadSafetyTests: MockServerTestCase {
         wait(for: [done], timeout: 10)
     }
 
-    /// Completions run straight from the session's queue by default; one that blocks waiting for
+    /// By default a completion may run in place on the session's queue; one that blocks waiting for
     /// another request of the same manager (a common script pattern) must not stall that request.
     func testACompletionThatBlocksDoesNotHoldUpTheNextRequest() throws {
         let done = expectation(description: "outer completed")
@@ -58,6 +58,27 @@ final class ThreadSafetyTests: MockServerTestCase {
         wait(for: [done], timeout: 30)
         XCTAssertEqual(waited.value, .success, "the inner request completed while the outer completion was blocked")
         XCTAssertEqual(inner.value?.statusCode, 200)
+    }
+
+    /// The same with the other request already in flight: its answer arrives while the first
+    /// completion is blocked, and must still be delivered.
+    func testACompletionThatBlocksDoesNotHoldUpAnAnswerAlreadyOnItsWay() {
+        let done = expectation(description: "first completion returned")
+        let later = ResultBox<RestManager.Results>()
+        let waited = ResultBox<DispatchTimeoutResult>()
+        let laterFinished = DispatchSemaphore(value: 0)
+        rest.timeoutInterval = 60
+        rest.makeRequest(toURL: url("/_test/delay?seconds=0.3"), withHttpMethod: .get) { results in
+            later.set(results)
+            laterFinished.signal()
+        }
+        rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { _ in
+            waited.set(laterFinished.wait(timeout: .now() + 10))
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 30)
+        XCTAssertEqual(waited.value, .success, "the later answer was delivered while the first completion was blocked")
+        XCTAssertEqual(later.value?.statusCode, 200)
     }
 
     /// De-duplicated callers share one answer; their completions must not run one after another on
