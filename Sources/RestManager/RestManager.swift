@@ -1075,6 +1075,11 @@ public final class RestManager: @unchecked Sendable {
             }
         }
     }
+    #else
+    /// Apple platforms keep URLSession's own delegate queue; completions are always dispatched.
+    final class SessionQueue: Sendable {
+        func continueWithoutCurrentThread() -> Bool { false }
+    }
     #endif
 
     /// Every deadline of one transport on one dispatch timer, armed for the earliest. A timer per
