@@ -692,9 +692,12 @@ public final class RestManager: @unchecked Sendable {
         let isMultipart: Bool
 
         init(_ contentType: String?) {
-            // Trimmed by hand: Foundation's `trimmingCharacters` is a measurable part of a small POST.
-            let mediaType = (contentType ?? "").split(separator: ";").first
-                .map { String($0.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()).lowercased() } ?? ""
+            // Trimmed in place: Foundation's `trimmingCharacters` is a measurable part of a small POST.
+            var media = (contentType ?? "")[...]
+            if let semicolon = media.firstIndex(of: ";") { media = media[..<semicolon] }
+            while let first = media.first, first == " " || first == "\t" { media = media.dropFirst() }
+            while let last = media.last, last == " " || last == "\t" { media = media.dropLast() }
+            let mediaType = media.lowercased()
             isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
             isForm = mediaType == "application/x-www-form-urlencoded"
             isMultipart = mediaType == "multipart/form-data"
