@@ -391,7 +391,8 @@ public final class RestManager: @unchecked Sendable {
             guard let http = response as? HTTPURLResponse else { return }
             httpStatusCode = http.statusCode
             for (name, value) in http.allHeaderFields {
-                if let name = name as? String { headers.add(value: "\(value)", forKey: name) }
+                // Values are strings; interpolating them would go through `print` machinery.
+                if let name = name as? String { headers.add(value: value as? String ?? "\(value)", forKey: name) }
             }
         }
     }
