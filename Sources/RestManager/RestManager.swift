@@ -559,20 +559,18 @@ public final class RestManager: @unchecked Sendable {
 
         /// Calls the completion if it has not been called yet; returns whether it did.
         ///
-        /// From `sessionQueue`'s own thread, a completion for the default callback queue runs right
-        /// there (that thread is a worker of the default queue) once the session queue has moved on
-        /// without it; otherwise it is dispatched to `queue`.
+        /// From an operation of `sessionQueue`, a completion for the default callback queue runs on
+        /// that thread (a worker of the default queue) once the operation is over and the session
+        /// queue has moved on without it; otherwise it is dispatched to `queue`.
         @discardableResult
         func deliver(_ results: Results, from sessionQueue: SessionQueue? = nil) -> Bool {
             guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
                 defer { self.completion = nil }
                 return self.completion
             }) else { return false }
-            if let sessionQueue, queue === RestManager.defaultCallbackQueue, sessionQueue.continueWithoutCurrentThread() {
-                completion(results)
-            } else {
-                queue.async { completion(results) }
-            }
+            let runsInPlace = queue === RestManager.defaultCallbackQueue
+                && sessionQueue?.runAfterCurrentOperation({ completion(results) }) == true
+            if !runsInPlace { queue.async { completion(results) } }
             return true
         }
 
@@ -960,7 +958,7 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let deadlines = Deadlines()
-        /// The session's delegate queue where completions may run in place (Linux); nil elsewhere.
+        /// The session's delegate queue, whose thread may run a completion after its operation (Linux).
         let sessionQueue: SessionQueue?
 
         init(maximumConnectionsPerHost: Int) {
@@ -996,23 +994,26 @@ public final class RestManager: @unchecked Sendable {
     }
 
     #if canImport(FoundationNetworking)
-    /// A serial delegate queue that can carry on without the thread running its current operation.
+    /// A serial delegate queue whose operations can leave work to run once they have returned, on
+    /// their own thread, while the queue goes on without that thread.
     ///
-    /// URLSession calls completion handlers here one at a time. Running the caller's completion in
-    /// place saves a thread hand-off per request (raw URLSession's speed), but a completion that
-    /// blocks would hold every later callback of the session. So, just before a completion runs in
-    /// place, `continueWithoutCurrentThread()` hands the remaining operations to a fresh worker:
-    /// operations still run one at a time, in order, and the blocked thread holds up nothing.
-    /// The operation left behind only finishes its own, already completed task.
+    /// URLSession calls completion handlers here, one at a time. Running the caller's completion on
+    /// this thread saves a hand-off per request (raw URLSession's speed), but a completion that
+    /// blocks must not hold every later callback of the session. So the exchange's handler leaves
+    /// the completion to `runAfterCurrentOperation`: once Foundation's operation has returned (its
+    /// task fully finished, which also keeps the next request from racing that bookkeeping),
+    /// the remaining operations pass to a fresh worker, then the completion runs. Operations still
+    /// run one at a time and in order; a completion that blocks holds up nothing.
     final class SessionQueue: OperationQueue, @unchecked Sendable {
         private let lock = Lock()
         /// Operations in order; run ones are set to nil at once (they hold the session and its tasks).
         private var pending: [(@Sendable () -> Void)?] = []
         private var head = 0
-        /// Which drain loop owns the queue; a loop that no longer owns it stops.
-        private var owner: UInt64 = 0
+        /// The thread running the current operation; nil between operations.
         private var ownerThread: pthread_t?
         private var draining = false
+        /// Left by the current operation, run after it on its thread.
+        private var afterCurrent: [@Sendable () -> Void] = []
 
         override init() {
             super.init()
@@ -1020,11 +1021,12 @@ public final class RestManager: @unchecked Sendable {
         }
 
         override func addOperation(_ block: @escaping @Sendable () -> Void) {
-            let start = lock.withLock { () -> UInt64? in
+            let starts = lock.withLock { () -> Bool in
                 pending.append(block)
-                return draining ? nil : takeOwnership()
+                defer { draining = true }
+                return !draining
             }
-            if let start { RestManager.defaultCallbackQueue.async { self.drain(as: start) } }
+            if starts { RestManager.defaultCallbackQueue.async { self.drain() } }
         }
 
         override func addOperation(_ operation: Operation) {
@@ -1032,57 +1034,62 @@ public final class RestManager: @unchecked Sendable {
             addOperation { box.value.start() }
         }
 
-        /// From inside an operation of this queue: lets the queue go on on another thread while this
-        /// one runs on. False (and nothing changes) when called from any other thread.
-        func continueWithoutCurrentThread() -> Bool {
-            let start = lock.withLock { () -> UInt64?? in
-                guard let ownerThread, pthread_equal(ownerThread, pthread_self()) != 0 else { return .none }
-                self.ownerThread = nil
-                if head < pending.count { return .some(takeOwnership()) }
-                owner &+= 1
-                draining = false
-                pending.removeAll(keepingCapacity: true)
-                head = 0
-                return .some(nil)
+        /// From inside an operation of this queue: runs `work` on this thread once the operation
+        /// has returned and the queue has moved on without the thread. False (and `work` is not
+        /// kept) when called from any other thread.
+        func runAfterCurrentOperation(_ work: @escaping @Sendable () -> Void) -> Bool {
+            lock.withLock {
+                guard let ownerThread, pthread_equal(ownerThread, pthread_self()) != 0 else { return false }
+                afterCurrent.append(work)
+                return true
             }
-            guard let start else { return false }
-            if let start { RestManager.defaultCallbackQueue.async { self.drain(as: start) } }
+        }
+
+        /// Call with the lock held: whether no operation is waiting (and if so, forgets the run ones).
+        private func resetIfEmpty() -> Bool {
+            guard head >= pending.count else { return false }
+            pending.removeAll(keepingCapacity: true)
+            head = 0
             return true
         }
 
-        /// Call with the lock held.
-        private func takeOwnership() -> UInt64 {
-            owner &+= 1
-            draining = true
-            return owner
-        }
-
-        private func drain(as loop: UInt64) {
-            while let operation = lock.withLock({ () -> (@Sendable () -> Void)? in
-                guard owner == loop else { return nil }
-                guard head < pending.count else {
-                    draining = false
-                    ownerThread = nil
-                    pending.removeAll(keepingCapacity: true)
-                    head = 0
-                    return nil
+        private func drain() {
+            while true {
+                let operation = lock.withLock { () -> (@Sendable () -> Void)? in
+                    guard !resetIfEmpty() else {
+                        draining = false
+                        ownerThread = nil
+                        return nil
+                    }
+                    if head >= 64, head * 2 >= pending.count { // keep the array from growing under steady load
+                        pending.removeFirst(head)
+                        head = 0
+                    }
+                    defer { pending[head] = nil; head += 1 }
+                    ownerThread = pthread_self()
+                    return pending[head]
                 }
-                if head >= 64, head * 2 >= pending.count { // keep the array from growing under steady load
-                    pending.removeFirst(head)
-                    head = 0
-                }
-                defer { pending[head] = nil; head += 1 }
-                ownerThread = pthread_self()
-                return pending[head]
-            }) {
+                guard let operation else { return }
                 operation()
+                // Work left by the operation: hand the queue on (or leave it idle), then run the work.
+                let (leftWork, handsOn) = lock.withLock { () -> ([@Sendable () -> Void], Bool) in
+                    guard !afterCurrent.isEmpty else { return ([], false) }
+                    defer { afterCurrent = [] }
+                    ownerThread = nil
+                    draining = !resetIfEmpty()
+                    return (afterCurrent, draining)
+                }
+                guard !leftWork.isEmpty else { continue }
+                if handsOn { RestManager.defaultCallbackQueue.async { self.drain() } }
+                for work in leftWork { work() }
+                return
             }
         }
     }
     #else
     /// Apple platforms keep URLSession's own delegate queue; completions are always dispatched.
     final class SessionQueue: Sendable {
-        func continueWithoutCurrentThread() -> Bool { false }
+        func runAfterCurrentOperation(_ work: @escaping @Sendable () -> Void) -> Bool { false }
     }
     #endif
 
@@ -1332,7 +1339,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Ends the exchange once. `onSessionQueue`: called by the task's own completion handler,
-        /// so a single waiting completion may run in place.
+        /// so a single waiting completion may run on this thread once Foundation's operation is over.
         private func finish(_ results: Results, onSessionQueue: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources)? = lock.withLock {
                 guard !finished else { return nil }

@@ -3,8 +3,8 @@ import Foundation
 import XCTest
 @testable import RestManager
 
-/// The Linux delegate queue: serial and in order, yet an operation that runs the caller's completion
-/// in place can let the rest go on without it.
+/// The Linux delegate queue: serial and in order, yet work an operation leaves behind (a caller's
+/// completion) runs on its thread without holding up the operations after it.
 final class SessionQueueTests: XCTestCase {
     /// Records the order operations ran in and how many ever ran at once.
     private final class Trace: @unchecked Sendable {
@@ -38,18 +38,19 @@ final class SessionQueueTests: XCTestCase {
         XCTAssertEqual(trace.snapshot.mostAtOnce, 1)
     }
 
-    func testAnOperationThatLetsTheQueueGoOnDoesNotHoldUpLaterOnes() {
+    func testWorkLeftByAnOperationDoesNotHoldUpLaterOperations() {
         let queue = RestManager.SessionQueue()
         let trace = Trace()
         let laterRan = DispatchSemaphore(value: 0)
-        let continued = ResultBox<Bool>()
+        let left = ResultBox<Bool>()
         let waited = ResultBox<DispatchTimeoutResult>()
-        let done = expectation(description: "first operation returned")
+        let done = expectation(description: "left work returned")
         queue.addOperation {
-            continued.set(queue.continueWithoutCurrentThread())
-            // Blocks until the later operations have run: only possible if the queue went on.
-            waited.set(laterRan.wait(timeout: .now() + 10))
-            done.fulfill()
+            left.set(queue.runAfterCurrentOperation {
+                // Blocks until the later operations have run: only possible if the queue went on.
+                waited.set(laterRan.wait(timeout: .now() + 10))
+                done.fulfill()
+            })
         }
         for index in 1...3 {
             queue.addOperation {
@@ -59,45 +60,49 @@ final class SessionQueueTests: XCTestCase {
             }
         }
         wait(for: [done], timeout: 30)
-        XCTAssertEqual(continued.value, true)
-        XCTAssertEqual(waited.value, .success, "later operations ran while the first was blocked")
+        XCTAssertEqual(left.value, true)
+        XCTAssertEqual(waited.value, .success, "later operations ran while the left work was blocked")
         XCTAssertEqual(trace.snapshot.order, [1, 2, 3], "and still one at a time, in order")
         XCTAssertEqual(trace.snapshot.mostAtOnce, 1)
     }
 
     func testOperationsAlreadyWaitingAreHandedOnToo() {
         let queue = RestManager.SessionQueue()
-        let trace = Trace()
         let secondRan = DispatchSemaphore(value: 0)
         let queued = DispatchSemaphore(value: 0)
         let waited = ResultBox<DispatchTimeoutResult>()
-        let done = expectation(description: "first operation returned")
+        let done = expectation(description: "left work returned")
         queue.addOperation {
             // The second operation is added while this one still holds the queue.
             XCTAssertEqual(queued.wait(timeout: .now() + 10), .success)
-            _ = queue.continueWithoutCurrentThread()
-            waited.set(secondRan.wait(timeout: .now() + 10))
-            done.fulfill()
+            _ = queue.runAfterCurrentOperation {
+                waited.set(secondRan.wait(timeout: .now() + 10))
+                done.fulfill()
+            }
         }
-        queue.addOperation { trace.begin(2); trace.end(); secondRan.signal() }
+        queue.addOperation { secondRan.signal() }
         queued.signal()
         wait(for: [done], timeout: 30)
         XCTAssertEqual(waited.value, .success)
-        XCTAssertEqual(trace.snapshot.order, [2])
     }
 
-    func testOnlyTheThreadRunningTheCurrentOperationCanLetTheQueueGoOn() {
+    /// Left work runs once the operation has returned (Foundation finishes its task there first),
+    /// on the operation's thread; only an operation of the queue can leave any.
+    func testWorkIsLeftOnlyFromInsideAnOperationAndRunsAfterIt() {
         let queue = RestManager.SessionQueue()
-        XCTAssertFalse(queue.continueWithoutCurrentThread(), "not from outside the queue")
-        let answers = ResultBox<Bool>()
+        XCTAssertFalse(queue.runAfterCurrentOperation {}, "not from outside the queue")
+        let events = ResultBox<String>()
+        let threads = ResultBox<Bool>()
         let done = expectation(description: "ran")
         queue.addOperation {
-            answers.set(queue.continueWithoutCurrentThread())
-            answers.set(queue.continueWithoutCurrentThread()) // the queue has already gone on
-            done.fulfill()
+            let operationThread = pthread_self()
+            events.set("accepted: \(queue.runAfterCurrentOperation { events.set("first"); threads.set(pthread_equal(operationThread, pthread_self()) != 0) })")
+            events.set("accepted: \(queue.runAfterCurrentOperation { events.set("second"); done.fulfill() })")
+            events.set("operation returns")
         }
         wait(for: [done], timeout: 10)
-        XCTAssertEqual(answers.all, [true, false])
+        XCTAssertEqual(events.all, ["accepted: true", "accepted: true", "operation returns", "first", "second"])
+        XCTAssertEqual(threads.value, true)
     }
 }
 #endif
