@@ -37,7 +37,7 @@ final class ThreadSafetyTests: MockServerTestCase {
         wait(for: [done], timeout: 10)
     }
 
-    /// By default a completion may run in place on the session's queue; one that blocks waiting for
+    /// By default a completion may run on the session queue's thread; one that blocks waiting for
     /// another request of the same manager (a common script pattern) must not stall that request.
     func testACompletionThatBlocksDoesNotHoldUpTheNextRequest() throws {
         let done = expectation(description: "outer completed")
