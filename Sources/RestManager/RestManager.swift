@@ -72,8 +72,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// The queue completion handlers are called on (default: a global `.userInitiated` queue).
     ///
-    /// With the default, a completion may run on the thread that received the answer, saving a
-    /// thread hand-off; it still runs on that global queue, and one that blocks stalls no other request.
+    /// With the default, completions run on RestManager's own background threads (`.userInitiated`,
+    /// never the main thread), usually the one that received the answer, saving a thread hand-off.
+    /// A completion may block there: it holds up no other request.
     public var callbackQueue: DispatchQueue {
         get { state.withLock { $0.callbackQueue } }
         set { state.withLock { $0.callbackQueue = newValue } }
@@ -559,18 +560,22 @@ public final class RestManager: @unchecked Sendable {
 
         /// Calls the completion if it has not been called yet; returns whether it did.
         ///
-        /// From an operation of `sessionQueue`, a completion for the default callback queue runs on
-        /// that thread (a worker of the default queue) once the operation is over and the session
-        /// queue has moved on without it; otherwise it is dispatched to `queue`.
+        /// For the default callback queue the completion runs on a RestManager thread: from an
+        /// operation of `sessionQueue`, that same thread once the operation is over and the session
+        /// queue has moved on without it; otherwise a fresh one. Other queues are dispatched to.
         @discardableResult
         func deliver(_ results: Results, from sessionQueue: SessionQueue? = nil) -> Bool {
             guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
                 defer { self.completion = nil }
                 return self.completion
             }) else { return false }
-            let runsInPlace = queue === RestManager.defaultCallbackQueue
-                && sessionQueue?.runAfterCurrentOperation({ completion(results) }) == true
-            if !runsInPlace { queue.async { completion(results) } }
+            guard queue === RestManager.defaultCallbackQueue else {
+                queue.async { completion(results) }
+                return true
+            }
+            if sessionQueue?.runAfterCurrentOperation({ completion(results) }) != true {
+                RestManager.backgroundThread().async { completion(results) }
+            }
             return true
         }
 
@@ -891,8 +896,16 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Transport
 
-    /// The default `callbackQueue`, one instance so that it can be recognised.
+    /// The default `callbackQueue`, one instance so that it can be recognised: completions for it
+    /// run on `backgroundThread()`s instead.
     static let defaultCallbackQueue = DispatchQueue.global(qos: .userInitiated)
+
+    /// A private serial queue, i.e. a thread of its own whenever it has work. A global queue adds
+    /// only about one thread a second once all of its threads are blocked (in completions waiting
+    /// for other requests, say), so work queued there can starve for seconds (Linux).
+    static func backgroundThread() -> DispatchQueue {
+        DispatchQueue(label: "RestManager.background", qos: .userInitiated)
+    }
 
     private let state = Locked(Snapshot())
     private let transport: Transport
@@ -1026,7 +1039,7 @@ public final class RestManager: @unchecked Sendable {
                 defer { draining = true }
                 return !draining
             }
-            if starts { RestManager.defaultCallbackQueue.async { self.drain() } }
+            if starts { startDraining() }
         }
 
         override func addOperation(_ operation: Operation) {
@@ -1051,6 +1064,11 @@ public final class RestManager: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             head = 0
             return true
+        }
+
+        /// Each drain loop on a thread of its own (see `backgroundThread()`).
+        private func startDraining() {
+            RestManager.backgroundThread().async { self.drain() }
         }
 
         private func drain() {
@@ -1080,7 +1098,7 @@ public final class RestManager: @unchecked Sendable {
                     return (afterCurrent, draining)
                 }
                 guard !leftWork.isEmpty else { continue }
-                if handsOn { RestManager.defaultCallbackQueue.async { self.drain() } }
+                if handsOn { startDraining() }
                 for work in leftWork { work() }
                 return
             }

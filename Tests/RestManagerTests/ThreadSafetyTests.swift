@@ -81,6 +81,31 @@ final class ThreadSafetyTests: MockServerTestCase {
         XCTAssertEqual(later.value?.statusCode, 200)
     }
 
+    /// Many more blocked completions than cores, each waiting for a request it starts. A global
+    /// queue adds about one thread a second once all of its threads are blocked (Linux), so
+    /// deliveries that waited for one starved for seconds; all must finish promptly.
+    func testManyCompletionsBlockedAtOnceAllFinish() throws {
+        let manager = try XCTUnwrap(rest)
+        manager.timeoutInterval = 60
+        let count = 24
+        let waited = ResultBox<DispatchTimeoutResult>()
+        let group = DispatchGroup()
+        let started = Date()
+        let (outer, slow) = (url("/_test/echo"), url("/_test/delay?seconds=0.05"))
+        for _ in 0..<count {
+            group.enter()
+            manager.makeRequest(toURL: outer, withHttpMethod: .get) { _ in
+                let inner = DispatchSemaphore(value: 0)
+                manager.makeRequest(toURL: slow, withHttpMethod: .get) { _ in inner.signal() }
+                waited.set(inner.wait(timeout: .now() + 10))
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(waited.all.filter { $0 == .success }.count, count, "every inner answer arrived within 10 s")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 15, "no delivery waited for a starved thread pool")
+    }
+
     /// De-duplicated callers share one answer; their completions must not run one after another on
     /// one thread, or a caller that blocks until the other has run would wait forever.
     func testSharedAnswerIsNotDeliveredOneCallerAfterAnother() {
