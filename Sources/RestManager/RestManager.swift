@@ -900,9 +900,10 @@ public final class RestManager: @unchecked Sendable {
     /// run on `backgroundThread()`s instead.
     static let defaultCallbackQueue = DispatchQueue.global(qos: .userInitiated)
 
-    /// A private serial queue, i.e. a thread of its own whenever it has work. A global queue adds
-    /// only about one thread a second once all of its threads are blocked (in completions waiting
-    /// for other requests, say), so work queued there can starve for seconds (Linux).
+    /// A private serial queue, i.e. a thread of its own whenever it has work: where the library's
+    /// own work runs. A global queue adds only about one thread a second once all of its threads
+    /// are blocked (in completions waiting for other requests, say), so work queued there can
+    /// starve for seconds (Linux).
     static func backgroundThread() -> DispatchQueue {
         DispatchQueue(label: "RestManager.background", qos: .userInitiated)
     }
@@ -936,7 +937,7 @@ public final class RestManager: @unchecked Sendable {
         // already on a background thread (typically a completion handler starting the next
         // request) prepares inline: one thread hand-off less per request.
         if Thread.isMainThread {
-            DispatchQueue.global(qos: .userInitiated).async(execute: prepare)
+            RestManager.backgroundThread().async(execute: prepare)
         } else {
             prepare()
         }
@@ -1116,7 +1117,9 @@ public final class RestManager: @unchecked Sendable {
     /// steady stream of requests with the same timeout never touches the timer at all.
     final class Deadlines: @unchecked Sendable {
         private let lock = Lock()
-        private let timer = DispatchSource.makeTimerSource(queue: .global(qos: .userInitiated))
+        // A thread of its own (see `backgroundThread()`): deadlines fire even when a global queue's
+        // threads are all blocked.
+        private let timer = DispatchSource.makeTimerSource(queue: RestManager.backgroundThread())
         private var waiting: [UInt64: Exchange] = [:]
         /// Binary min-heap of (deadline, ticket); tickets no longer waiting are dropped lazily.
         private var heap: [(deadline: UInt64, ticket: UInt64)] = []

@@ -106,6 +106,33 @@ final class ThreadSafetyTests: MockServerTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 15, "no delivery waited for a starved thread pool")
     }
 
+    /// The caller's own work blocks every thread the global queues have (Linux adds about one a
+    /// second then): requests must still be answered and time out on time.
+    func testRequestsFinishWhileTheGlobalQueuesAreBlocked() {
+        let release = DispatchSemaphore(value: 0)
+        let blockers = 16
+        for _ in 0..<blockers {
+            DispatchQueue.global(qos: .userInitiated).async { release.wait() }
+            DispatchQueue.global().async { release.wait() }
+        }
+        defer { for _ in 0..<(2 * blockers) { release.signal() } }
+        let started = Date()
+        let timedOut = expectation(description: "timed out")
+        let answered = expectation(description: "answered")
+        let outcomes = ResultBox<String>()
+        rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: 0.3) { results in
+            if case .timedOut = results.error as? RestManager.CustomError { outcomes.set("timed out") }
+            timedOut.fulfill()
+        }
+        rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { results in
+            outcomes.set("answered \(results.statusCode ?? 0)")
+            answered.fulfill()
+        }
+        wait(for: [timedOut, answered], timeout: 30)
+        XCTAssertEqual(Set(outcomes.all), ["timed out", "answered 200"])
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.5, "nothing waited for a global queue's thread")
+    }
+
     /// De-duplicated callers share one answer; their completions must not run one after another on
     /// one thread, or a caller that blocks until the other has run would wait forever.
     func testSharedAnswerIsNotDeliveredOneCallerAfterAnother() {
