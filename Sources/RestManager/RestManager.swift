@@ -344,8 +344,15 @@ public final class RestManager: @unchecked Sendable {
 
         /// The pairs as a compact JSON object of strings, in insertion order.
         public var jsonObject: Data {
-            let members = entries.map { "\(Encoding.jsonString($0.key)):\(Encoding.jsonString($0.value))" }
-            return Data("{\(members.joined(separator: ","))}".utf8)
+            var bytes: [UInt8] = [UInt8(ascii: "{")]
+            for (index, entry) in entries.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Encoding.appendJSONString(entry.key, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                Encoding.appendJSONString(entry.value, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+            return Data(bytes)
         }
 
         /// Same pairs in the same order, and the same key comparison.
@@ -384,16 +391,44 @@ public final class RestManager: @unchecked Sendable {
         /// The HTTP status code, or 0 when there was no HTTP response.
         public var httpStatusCode: Int = 0
         /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform.
-        public var headers = RestEntity(ignoringKeyCase: true)
+        ///
+        /// Read from the response the first time they are asked for (copies share that work):
+        /// reading every header is a measurable part of a small request, and most callers never look.
+        public var headers: RestEntity {
+            get { replacedHeaders ?? responseHeaders.entity }
+            set { replacedHeaders = newValue }
+        }
 
-        /// Reads status and headers from `response`.
+        private var replacedHeaders: RestEntity?
+        private let responseHeaders: ResponseHeaders
+
+        /// Reads the status from `response`; its headers are read when first asked for.
         public init(fromURLResponse response: URLResponse?) {
             self.response = response
-            guard let http = response as? HTTPURLResponse else { return }
-            httpStatusCode = http.statusCode
-            for (name, value) in http.allHeaderFields {
-                // Values are strings; interpolating them would go through `print` machinery.
-                if let name = name as? String { headers.add(value: value as? String ?? "\(value)", forKey: name) }
+            let http = response as? HTTPURLResponse
+            httpStatusCode = http?.statusCode ?? 0
+            responseHeaders = ResponseHeaders(http)
+        }
+    }
+
+    /// The headers of one response as a `RestEntity`, built once on first use.
+    final class ResponseHeaders: @unchecked Sendable {
+        private let lock = Lock()
+        private let response: HTTPURLResponse?
+        private var built: RestEntity?
+
+        init(_ response: HTTPURLResponse?) { self.response = response }
+
+        var entity: RestEntity {
+            lock.withLock {
+                if let built { return built }
+                var headers = RestEntity(ignoringKeyCase: true)
+                for (name, value) in response?.allHeaderFields ?? [:] {
+                    // Values are strings; interpolating them would go through `print` machinery.
+                    if let name = name as? String { headers.add(value: value as? String ?? "\(value)", forKey: name) }
+                }
+                built = headers
+                return headers
             }
         }
     }
@@ -666,11 +701,14 @@ public final class RestManager: @unchecked Sendable {
 
     /// What one call sends: the manager's state when the call was made.
     struct Snapshot: Sendable {
-        var headers = RestEntity(ignoringKeyCase: true)
-        var query = RestEntity()
-        var bodyParameters = RestEntity()
-        var body: Data?
-        var files: [MultipartBody.Part] = []
+        var headers = RestEntity(ignoringKeyCase: true) { didSet { content = Self.newContent() } }
+        var query = RestEntity() { didSet { content = Self.newContent() } }
+        var bodyParameters = RestEntity() { didSet { content = Self.newContent() } }
+        var body: Data? { didSet { content = Self.newContent() } }
+        var files: [MultipartBody.Part] = [] { didSet { content = Self.newContent() } }
+        /// Names the five values above: any change gives a number never used before, so equal
+        /// numbers mean equal values (0: all empty). Lets `LastRequest` recognise a repeated call.
+        private(set) var content: UInt64 = 0
         var timeout: TimeInterval = 60
         var callbackQueue = RestManager.defaultCallbackQueue
         var followsRedirects = true
@@ -687,6 +725,47 @@ public final class RestManager: @unchecked Sendable {
             plain.deduplicates = deduplicates
             return plain
         }
+
+        private static let contentCounter = Locked<UInt64>(0)
+
+        private static func newContent() -> UInt64 {
+            contentCounter.withLock { counter in
+                counter += 1
+                return counter
+            }
+        }
+    }
+
+    /// The last request a manager built and what it was built from. The same call again (same
+    /// headers, parameters and body, URL, method and timeout: polling, refreshing, retrying)
+    /// sends it again instead of validating and encoding everything anew; any change builds afresh.
+    final class LastRequest: Sendable {
+        private struct Entry {
+            let content: UInt64
+            let url: URL
+            let method: HttpMethod
+            let timeout: TimeInterval
+            let request: URLRequest
+        }
+
+        /// Larger bodies are not kept: a finished upload must not pin megabytes.
+        static let largestKeptBody = 64 * 1024
+        private let entry = Locked<Entry?>(nil)
+
+        func request(url: URL, method: HttpMethod, snapshot: Snapshot) throws -> URLRequest {
+            let kept = entry.withLock { entry -> URLRequest? in
+                guard let entry, entry.content == snapshot.content, entry.method == method,
+                      entry.timeout == snapshot.timeout, entry.url == url else { return nil }
+                return entry.request
+            }
+            if let kept { return kept }
+            let request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
+            if request.httpBody?.count ?? 0 <= Self.largestKeptBody {
+                let built = Entry(content: snapshot.content, url: url, method: method, timeout: snapshot.timeout, request: request)
+                entry.withLock { $0 = built }
+            }
+            return request
+        }
     }
 
     /// The body format named by a `Content-Type` value.
@@ -701,10 +780,17 @@ public final class RestManager: @unchecked Sendable {
             if let semicolon = media.firstIndex(of: ";") { media = media[..<semicolon] }
             while let first = media.first, first == " " || first == "\t" { media = media.dropFirst() }
             while let last = media.last, last == " " || last == "\t" { media = media.dropLast() }
-            let mediaType = media.lowercased()
-            isJSON = mediaType == "application/json" || mediaType.hasSuffix("+json")
-            isForm = mediaType == "application/x-www-form-urlencoded"
-            isMultipart = mediaType == "multipart/form-data"
+            isJSON = Self.equalIgnoringCase(media, "application/json")
+                || Self.equalIgnoringCase(media.suffix(5), "+json")
+            isForm = Self.equalIgnoringCase(media, "application/x-www-form-urlencoded")
+            isMultipart = Self.equalIgnoringCase(media, "multipart/form-data")
+        }
+
+        /// ASCII case-insensitive comparison with a lower-case `expected`, without building a string.
+        private static func equalIgnoringCase(_ text: Substring, _ expected: String) -> Bool {
+            text.utf8.elementsEqual(expected.utf8) { byte, lower in
+                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == lower
+            }
         }
     }
 
@@ -830,6 +916,7 @@ public final class RestManager: @unchecked Sendable {
         static let formAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")
         static let tokenCharacters = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
         private static let hexDigits = Array("0123456789ABCDEF".utf8)
+        private static let lowerHexDigits = Array("0123456789abcdef".utf8)
 
         static func asciiTable(_ characters: String) -> [Bool] {
             var table = [Bool](repeating: false, count: 256)
@@ -852,22 +939,21 @@ public final class RestManager: @unchecked Sendable {
             return String(decoding: output, as: UTF8.self)
         }
 
-        static func jsonString(_ text: String) -> String {
-            var output = "\""
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": output += "\\\""
-                case "\\": output += "\\\\"
-                case "\n": output += "\\n"
-                case "\r": output += "\\r"
-                case "\t": output += "\\t"
-                case _ where scalar.value < 0x20:
-                    output += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                        + String(scalar.value, radix: 16)
-                default: output.unicodeScalars.append(scalar)
+        /// Appends `text` as a JSON string literal, as UTF-8 (bytes from U+0080 up pass through).
+        static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
+            bytes.append(UInt8(ascii: "\""))
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+                case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                case ..<0x20: bytes += Array("\\u00".utf8) + [lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0x0F)]]
+                default: bytes.append(byte)
                 }
             }
-            return output + "\""
+            bytes.append(UInt8(ascii: "\""))
         }
 
         /// A multipart parameter value: quotes and line breaks escaped as browsers do.
@@ -921,7 +1007,7 @@ public final class RestManager: @unchecked Sendable {
         let prepare = { @Sendable [transport, inFlight] in
             let request: URLRequest
             do {
-                request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
+                request = try transport.lastRequest.request(url: url, method: method, snapshot: snapshot)
             } catch {
                 handle.deliver(Results(withError: CustomError.wrap(error)))
                 return
@@ -972,6 +1058,7 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let deadlines = Deadlines()
+        let lastRequest = LastRequest()
         /// The session's delegate queue, whose thread may run a completion after its operation (Linux).
         let sessionQueue: SessionQueue?
 

@@ -1,0 +1,60 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import RestManager
+
+/// `Response`: status at once, headers read from the HTTP response when first asked for.
+final class ResponseTests: XCTestCase {
+    private let target = URL(string: "http://127.0.0.1/")! // a literal
+
+    func testHeadersAreReadFromTheHTTPResponse() throws {
+        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 201, httpVersion: "HTTP/1.1",
+                                                 headerFields: ["ETag": "\"v1\"", "X-Count": "3"]))
+        let response = RestManager.Response(fromURLResponse: http)
+        XCTAssertEqual(response.httpStatusCode, 201)
+        XCTAssertEqual(response.headers.value(forKey: "etag"), "\"v1\"")
+        XCTAssertEqual(response.headers.value(forKey: "X-COUNT"), "3")
+        XCTAssertEqual(response.headers.totalItems(), 2)
+    }
+
+    func testSettingHeadersReplacesThemInThatCopyOnly() throws {
+        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1",
+                                                 headerFields: ["ETag": "a"]))
+        let original = RestManager.Response(fromURLResponse: http)
+        var edited = original
+        edited.headers.add(value: "b", forKey: "etag")
+        XCTAssertEqual(edited.headers.value(forKey: "ETag"), "b")
+        XCTAssertEqual(original.headers.value(forKey: "ETag"), "a")
+        edited.headers = RestManager.RestEntity()
+        XCTAssertEqual(edited.headers.totalItems(), 0)
+        XCTAssertEqual(original.headers.totalItems(), 1)
+    }
+
+    func testWithoutAnHTTPResponseThereIsNoStatusAndNoHeader() {
+        let plain = URLResponse(url: target, mimeType: nil, expectedContentLength: 0, textEncodingName: nil)
+        for response in [RestManager.Response(fromURLResponse: nil), RestManager.Response(fromURLResponse: plain)] {
+            XCTAssertEqual(response.httpStatusCode, 0)
+            XCTAssertEqual(response.headers.totalItems(), 0)
+        }
+    }
+
+    func testHeadersReadFromManyThreadsAtOnceAgree() throws {
+        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1",
+                                                 headerFields: ["A": "1", "B": "2", "C": "3"]))
+        let response = RestManager.Response(fromURLResponse: http) // one copy shared by every thread
+        let counts = Counts()
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            counts.record(response.headers.value(forKey: "b") == "2" && response.headers.totalItems() == 3)
+        }
+        XCTAssertEqual(counts.results, Array(repeating: true, count: 64))
+    }
+
+    private final class Counts: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: [Bool] = []
+        func record(_ value: Bool) { lock.lock(); stored.append(value); lock.unlock() }
+        var results: [Bool] { lock.lock(); defer { lock.unlock() }; return stored }
+    }
+}
