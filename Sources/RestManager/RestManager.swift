@@ -412,15 +412,14 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The headers of one response as a `RestEntity`, built once on first use.
-    final class ResponseHeaders: @unchecked Sendable {
-        private let lock = Lock()
+    final class ResponseHeaders: Sendable {
         private let response: HTTPURLResponse?
-        private var built: RestEntity?
+        private let built = Locked<RestEntity?>(nil)
 
         init(_ response: HTTPURLResponse?) { self.response = response }
 
         var entity: RestEntity {
-            lock.withLock {
+            built.withLock { built in
                 if let built { return built }
                 var headers = RestEntity(ignoringKeyCase: true)
                 for (name, value) in response?.allHeaderFields ?? [:] {
@@ -814,8 +813,7 @@ public final class RestManager: @unchecked Sendable {
             if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }
             if headers.value(forKey: "User-Agent") == nil { headers.add(value: userAgent, forKey: "User-Agent") }
             // All at once: each `setValue(_:forHTTPHeaderField:)` searches the fields again on Linux.
-            request.allHTTPHeaderFields = Dictionary(headers.orderedPairs.map { ($0.key, $0.value) },
-                                                     uniquingKeysWith: { _, last in last })
+            request.allHTTPHeaderFields = headers.allValues()
             return request
         }
 

@@ -44,17 +44,10 @@ final class ResponseTests: XCTestCase {
         let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1",
                                                  headerFields: ["A": "1", "B": "2", "C": "3"]))
         let response = RestManager.Response(fromURLResponse: http) // one copy shared by every thread
-        let counts = Counts()
+        let agreed = ResultBox<Bool>()
         DispatchQueue.concurrentPerform(iterations: 64) { _ in
-            counts.record(response.headers.value(forKey: "b") == "2" && response.headers.totalItems() == 3)
+            agreed.set(response.headers.value(forKey: "b") == "2" && response.headers.totalItems() == 3)
         }
-        XCTAssertEqual(counts.results, Array(repeating: true, count: 64))
-    }
-
-    private final class Counts: @unchecked Sendable {
-        private let lock = NSLock()
-        private var stored: [Bool] = []
-        func record(_ value: Bool) { lock.lock(); stored.append(value); lock.unlock() }
-        var results: [Bool] { lock.lock(); defer { lock.unlock() }; return stored }
+        XCTAssertEqual(agreed.all, Array(repeating: true, count: 64))
     }
 }
