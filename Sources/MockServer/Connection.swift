@@ -1,6 +1,7 @@
 // One client connection: read, parse, route, write, until close, idle timeout or stop.
 
 import Foundation
+import Dispatch
 
 /// What the router asks the connection to do.
 enum Reply {
@@ -26,32 +27,64 @@ struct Connection {
         var start = 0
         var continueSent = false
         let limits = server.configuration
+        var parser = RequestParser(maximumHeaderBytes: limits.maximumHeaderBytes, maximumBodyBytes: limits.maximumBodyBytes)
+        // When the current request's first byte arrived, and when its head was complete.
+        var requestStarted: DispatchTime?
+        var headDone: DispatchTime?
         while true {
-            switch RequestParser.parse(buffer[start...], maximumHeaderBytes: limits.maximumHeaderBytes,
-                                       maximumBodyBytes: limits.maximumBodyBytes) {
+            switch parser.parse(buffer[start...]) {
             case .failure(let status, let reason):
-                var response = HTTPResponse(status: status, text: "\(HTTPResponse.reason(status)): \(reason)\n")
-                response.closeAfter = true
-                return finish(with: response)
+                return finish(with: HTTPResponse(status: status, text: "\(HTTPResponse.reason(status)): \(reason)\n"))
             case .incomplete(let expectsContinue):
                 if expectsContinue && !continueSent {
                     continueSent = true
-                    Socket.writeAll(descriptor, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                    guard write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)[...]) else { return }
                 }
                 if start > 0 {
                     buffer.removeFirst(start)
                     start = 0
                 }
-                guard Socket.poll([descriptor], wake: wake, timeout: limits.idleTimeout) == .ready,
-                      Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return }
+                if !buffer.isEmpty && requestStarted == nil { requestStarted = .now() }
+                if parser.hasReadHead && headDone == nil { headDone = .now() }
+                // Idle between requests: the idle timeout. Inside a request: its head must be complete within
+                // `requestHeadTimeout` of its first byte, and its body must keep up `minimumBodyBytesPerSecond`
+                // after that much grace, so that slow clients cannot hold connections for ever.
+                let waitLimit: TimeInterval
+                if let headDone {
+                    let received = Double(parser.bodyBytesReceived(in: buffer[...]))
+                    let allowed = limits.requestHeadTimeout + received / Double(max(1, limits.minimumBodyBytesPerSecond))
+                    waitLimit = allowed - Self.seconds(since: headDone)
+                } else if let requestStarted {
+                    waitLimit = limits.requestHeadTimeout - Self.seconds(since: requestStarted)
+                } else {
+                    waitLimit = limits.idleTimeout
+                }
+                switch Socket.poll([descriptor], wake: wake, timeout: max(0, waitLimit)) {
+                case .ready:
+                    guard Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return }
+                case .timedOut:
+                    guard requestStarted != nil else { return }
+                    return finish(with: HTTPResponse(status: 408, text: "Request Timeout: the request did not arrive in time\n"))
+                case .stopping:
+                    return
+                }
             case .complete(let parsed, let consumed):
                 start += consumed
                 continueSent = false
+                requestStarted = start < buffer.count ? .now() : nil
+                headDone = nil
                 let request = ReceivedRequest(parsed, connectionID: id)
+                server.setAnswering(id, true)
                 server.record(request)
-                guard answer(parsed, request) else { return }
+                let keepOpen = answer(parsed, request)
+                server.setAnswering(id, false)
+                guard keepOpen else { return }
             }
         }
+    }
+
+    private static func seconds(since time: DispatchTime) -> TimeInterval {
+        Double(DispatchTime.now().uptimeNanoseconds &- time.uptimeNanoseconds) / 1e9
     }
 
     /// Answers one request; returns whether the connection stays open.
@@ -60,7 +93,7 @@ struct Connection {
         case .close:
             return false
         case .raw(let bytes):
-            Socket.writeAll(descriptor, bytes)
+            _ = write(bytes[...])
             return false
         case .hang:
             var sink: [UInt8] = []
@@ -80,16 +113,34 @@ struct Connection {
     private func write(_ response: HTTPResponse, keepAlive: Bool, includeBody: Bool) -> Bool {
         if response.delayBeforeHeaders > 0 && !server.pause(seconds: response.delayBeforeHeaders) { return false }
         let bytes = response.serialized(keepAlive: keepAlive, includeBody: includeBody)
+        if let generated = response.generatedBodyLength, includeBody {
+            // Generated bodies go out in fixed-size pieces: memory per response stays at one block.
+            guard write(bytes[...]) else { return false }
+            var left = generated
+            let block = TestEndpoints.patternBlock
+            while left > 0 {
+                let count = min(left, block.count)
+                guard write(block[..<count]) else { return false }
+                left -= count
+            }
+            return true
+        }
         if let stallAfter = response.stallAfterBodyBytes, includeBody {
             let split = bytes.count - response.body.count + min(stallAfter, response.body.count)
-            guard Socket.writeAll(descriptor, Array(bytes[..<split])),
-                  server.pause(seconds: response.stallSeconds) else { return false }
-            return Socket.writeAll(descriptor, Array(bytes[split...]))
+            guard write(bytes[..<split]), server.pause(seconds: response.stallSeconds) else { return false }
+            return write(bytes[split...])
         }
-        return Socket.writeAll(descriptor, bytes)
+        return write(bytes[...])
+    }
+
+    /// Writes every byte unless the server stops or the client reads nothing for the idle timeout.
+    private func write(_ bytes: ArraySlice<UInt8>) -> Bool {
+        Socket.writeAll(descriptor, bytes, wake: wake, stallTimeout: server.configuration.idleTimeout)
     }
 
     private func finish(with response: HTTPResponse) {
+        var response = response
+        response.closeAfter = true
         _ = write(response, keepAlive: false, includeBody: true)
         Socket.shutdownWrite(descriptor)
     }

@@ -28,6 +28,11 @@ struct ParsedRequest {
     func header(_ name: String) -> String? {
         lowercasedNames.firstIndex(of: name).map { headers[$0].value }
     }
+
+    /// Every value of the header named `name` (give it lower-cased), in order.
+    func values(of name: String) -> [String] {
+        lowercasedNames.indices.filter { lowercasedNames[$0] == name }.map { headers[$0].value }
+    }
 }
 
 enum ParseResult {
@@ -38,50 +43,149 @@ enum ParseResult {
     case failure(status: Int, reason: String)
 }
 
-enum RequestParser {
+/// An incremental HTTP/1.1 request parser (RFC 9112). Feed it the connection's unread bytes each
+/// time more arrive (always the same bytes plus new ones at the end); it resumes where it stopped,
+/// so every byte of a head or chunked body is examined once: cost is linear in the request size.
+/// After `.complete` the parser is ready for the next request (pass the bytes after `consumed`).
+struct RequestParser {
     private static let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
-    private static let headEnd: [UInt8] = [13, 10, 13, 10]
+    private static let cr: UInt8 = 13
+    private static let lf: UInt8 = 10
 
+    let maximumHeaderBytes: Int
+    let maximumBodyBytes: Int
+
+    private enum Phase {
+        /// Looking for the end of the head; bytes before `scanned` were checked.
+        case head(scanned: Int)
+        /// A body of known length starting at `bodyStart`.
+        case fixed(ParsedRequest, bodyStart: Int, length: Int, expectsContinue: Bool)
+        /// A chunked body starting at `bodyStart`: `progress` says where parsing resumes.
+        case chunked(ParsedRequest, bodyStart: Int, progress: ChunkProgress, expectsContinue: Bool)
+    }
+
+    private struct ChunkProgress {
+        /// Offset from the body's start of the next byte to look at.
+        var position = 0
+        var state = ChunkState.sizeLine
+    }
+
+    private enum ChunkState {
+        case sizeLine
+        case data(remaining: Int)
+        case dataEnd
+        case trailers(lineStart: Int)
+    }
+
+    private var phase = Phase.head(scanned: 0)
+    /// The de-chunked body so far; kept outside `phase` so that appending never copies it.
+    private var dechunkedBytes: [UInt8] = []
+
+    init(maximumHeaderBytes: Int, maximumBodyBytes: Int) {
+        self.maximumHeaderBytes = maximumHeaderBytes
+        self.maximumBodyBytes = maximumBodyBytes
+    }
+
+    /// Whether part of a request has been read (its head is done, or bytes of it arrived).
+    var hasReadHead: Bool {
+        if case .head = phase { return false }
+        return true
+    }
+
+    /// How many body bytes of the current request have arrived so far.
+    func bodyBytesReceived(in buffer: ArraySlice<UInt8>) -> Int {
+        switch phase {
+        case .head: return 0
+        case let .fixed(_, bodyStart, _, _): return max(0, buffer.count - bodyStart)
+        case let .chunked(_, _, progress, _): return progress.position
+        }
+    }
+
+    /// Parses one request from a fresh parser (for tests and one-shot use).
     static func parse(_ buffer: ArraySlice<UInt8>, maximumHeaderBytes: Int, maximumBodyBytes: Int) -> ParseResult {
-        guard let end = find(headEnd, in: buffer) else {
-            if buffer.count > maximumHeaderBytes { return .failure(status: 431, reason: "request head too large") }
+        var parser = RequestParser(maximumHeaderBytes: maximumHeaderBytes, maximumBodyBytes: maximumBodyBytes)
+        return parser.parse(buffer)
+    }
+
+    /// Continues parsing `buffer` (offsets are relative to its start).
+    mutating func parse(_ buffer: ArraySlice<UInt8>) -> ParseResult {
+        let result = step(buffer)
+        switch result {
+        case .complete, .failure: phase = .head(scanned: 0)
+        case .incomplete: break
+        }
+        return result
+    }
+
+    private mutating func step(_ buffer: ArraySlice<UInt8>) -> ParseResult {
+        switch phase {
+        case .head(let scanned):
+            return parseHead(buffer, scanned: scanned)
+        case let .fixed(request, bodyStart, length, expectsContinue):
+            return fixedBody(buffer, request: request, bodyStart: bodyStart, length: length, expectsContinue: expectsContinue)
+        case let .chunked(request, bodyStart, progress, expectsContinue):
+            return chunkedBody(buffer, request: request, bodyStart: bodyStart, progress: progress, expectsContinue: expectsContinue)
+        }
+    }
+
+    // MARK: Head
+
+    private mutating func parseHead(_ buffer: ArraySlice<UInt8>, scanned: Int) -> ParseResult {
+        let base = buffer.startIndex
+        var index = scanned
+        var headEnd: Int?
+        while index < buffer.count {
+            let byte = buffer[base + index]
+            if byte == Self.lf {
+                // Lines end in CRLF only; a bare LF is answered at once instead of waiting for a CRLFCRLF that never comes.
+                guard index > 0, buffer[base + index - 1] == Self.cr else { return .failure(status: 400, reason: "bare LF in request head") }
+                if index >= 3, buffer[base + index - 2] == Self.lf, buffer[base + index - 3] == Self.cr {
+                    headEnd = index + 1
+                    break
+                }
+            } else if byte == Self.cr {
+                guard index + 1 < buffer.count else { break } // decide when the next byte is here
+                guard buffer[base + index + 1] == Self.lf else { return .failure(status: 400, reason: "bare CR in request head") }
+            } else if byte == 0 || byte == 127 || (byte < 32 && byte != 9) {
+                return .failure(status: 400, reason: "control character in request head")
+            }
+            index += 1
+            if index > maximumHeaderBytes { return .failure(status: 431, reason: "request head too large") }
+        }
+        guard let headEnd else {
+            phase = .head(scanned: index)
             return .incomplete(expectsContinue: false)
         }
-        let headLength = end - buffer.startIndex
-        if headLength > maximumHeaderBytes { return .failure(status: 431, reason: "request head too large") }
         var request: ParsedRequest
-        switch parseHead(buffer[buffer.startIndex..<end]) {
+        switch Self.parseHeadLines(buffer[base..<(base + headEnd - 4)]) {
         case .success(let parsed): request = parsed
         case .failure(let failure): return .failure(status: failure.status, reason: failure.reason)
         }
-        let bodyStart = end + 4
-        let contentLengths = request.lowercasedNames.indices.filter { request.lowercasedNames[$0] == "content-length" }
-            .map { request.headers[$0].value }
-        let transferEncoding = request.header("transfer-encoding")
         let expectsContinue = request.header("expect")?.lowercased() == "100-continue"
-        if let transferEncoding {
+        let contentLengths = request.values(of: "content-length")
+        let transferEncodings = request.values(of: "transfer-encoding")
+        if !transferEncodings.isEmpty {
             guard contentLengths.isEmpty else { return .failure(status: 400, reason: "both Content-Length and Transfer-Encoding") }
-            guard transferEncoding.lowercased() == "chunked" else { return .failure(status: 501, reason: "unsupported Transfer-Encoding") }
-            switch dechunk(buffer[bodyStart...], maximumBodyBytes: maximumBodyBytes) {
-            case .incomplete: return .incomplete(expectsContinue: expectsContinue)
-            case .failure(let status, let reason): return .failure(status: status, reason: reason)
-            case .complete(let body, let consumed):
-                request.body = body
-                return .complete(request, consumed: bodyStart - buffer.startIndex + consumed)
-            }
+            guard transferEncodings.count == 1 else { return .failure(status: 400, reason: "more than one Transfer-Encoding") }
+            let codings = transferEncodings[0].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard codings == ["chunked"] else { return .failure(status: 501, reason: "unsupported Transfer-Encoding (only chunked is)") }
+            return chunkedBody(buffer, request: request, bodyStart: headEnd, progress: ChunkProgress(), expectsContinue: expectsContinue)
         }
         var length = 0
         if let first = contentLengths.first {
-            guard contentLengths.allSatisfy({ $0 == first }), !first.isEmpty, first.count <= 15,
-                  first.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int(first) else {
-                return .failure(status: 400, reason: "invalid Content-Length")
-            }
+            guard contentLengths.allSatisfy({ $0 == first }) else { return .failure(status: 400, reason: "different Content-Length values") }
+            guard let value = Self.decimal(first) else { return .failure(status: 400, reason: "invalid Content-Length") }
             length = value
         }
         if length > maximumBodyBytes { return .failure(status: 413, reason: "body too large") }
-        guard buffer.endIndex - bodyStart >= length else { return .incomplete(expectsContinue: expectsContinue) }
-        request.body = Array(buffer[bodyStart..<(bodyStart + length)])
-        return .complete(request, consumed: bodyStart + length - buffer.startIndex)
+        phase = .fixed(request, bodyStart: headEnd, length: length, expectsContinue: expectsContinue)
+        return fixedBody(buffer, request: request, bodyStart: headEnd, length: length, expectsContinue: expectsContinue)
+    }
+
+    /// Digits only, at most 15 of them (no sign, no space): a length that cannot overflow.
+    static func decimal<S: StringProtocol>(_ text: S) -> Int? {
+        guard !text.isEmpty, text.utf8.count <= 15, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int(text)
     }
 
     private struct HeadFailure: Error {
@@ -89,13 +193,22 @@ enum RequestParser {
         let reason: String
     }
 
-    private static func parseHead(_ head: ArraySlice<UInt8>) -> Result<ParsedRequest, HeadFailure> {
-        // Bytes other than tab and printable ones (CR/LF only as line ends) make the head malformed.
-        if head.contains(where: { $0 == 0 || ($0 < 32 && $0 != 9 && $0 != 13 && $0 != 10) || $0 == 127 }) {
-            return .failure(HeadFailure(status: 400, reason: "control character in head"))
+    /// The request line and header lines of a head already checked for bare CR, LF and control bytes.
+    private static func parseHeadLines(_ head: ArraySlice<UInt8>) -> Result<ParsedRequest, HeadFailure> {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = head.startIndex
+        var index = head.startIndex
+        while index < head.endIndex {
+            if head[index] == cr {
+                lines.append(head[start..<index])
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
         }
-        let lines = split(head)
-        guard let requestLine = lines.first else { return .failure(HeadFailure(status: 400, reason: "empty request")) }
+        lines.append(head[start..<head.endIndex])
+        let requestLine = lines[0]
         let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ token.contains($0) }),
               let first = parts[1].first, first == UInt8(ascii: "/") || first == UInt8(ascii: "*") || parts[1].starts(with: Array("http".utf8)),
@@ -123,85 +236,129 @@ enum RequestParser {
                                     target: String(decoding: parts[1], as: UTF8.self),
                                     version: version, headers: headers, body: [],
                                     lowercasedNames: headers.map { $0.name.lowercased() })
-        if version == "HTTP/1.1" && request.header("host") == nil {
+        let hosts = request.values(of: "host").count
+        if hosts > 1 { return .failure(HeadFailure(status: 400, reason: "more than one Host header")) }
+        if version == "HTTP/1.1" && hosts == 0 {
             return .failure(HeadFailure(status: 400, reason: "missing Host header"))
         }
         return .success(request)
     }
 
-    /// Splits on CRLF; a bare CR or LF inside a line makes a line that fails the token checks.
-    private static func split(_ head: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
-        var lines: [ArraySlice<UInt8>] = []
-        var start = head.startIndex
-        var index = head.startIndex
-        while index < head.endIndex {
-            if head[index] == 13, index + 1 < head.endIndex, head[index + 1] == 10 {
-                lines.append(head[start..<index])
-                index += 2
-                start = index
-            } else {
+    // MARK: Bodies
+
+    private func fixedBody(_ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int, length: Int,
+                           expectsContinue: Bool) -> ParseResult {
+        guard buffer.count - bodyStart >= length else { return .incomplete(expectsContinue: expectsContinue) }
+        var request = request
+        let start = buffer.startIndex + bodyStart
+        request.body = Array(buffer[start..<(start + length)])
+        return .complete(request, consumed: bodyStart + length)
+    }
+
+    /// Resumes a chunked body where `progress` says it stopped.
+    private mutating func chunkedBody(_ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int,
+                                      progress: ChunkProgress, expectsContinue: Bool) -> ParseResult {
+        let base = buffer.startIndex + bodyStart
+        let available = buffer.count - bodyStart
+        var position = progress.position
+        var state = progress.state
+        if position == 0 { dechunkedBytes = [] }
+        func suspend() -> ParseResult {
+            phase = .chunked(request, bodyStart: bodyStart, progress: ChunkProgress(position: position, state: state),
+                             expectsContinue: expectsContinue)
+            return .incomplete(expectsContinue: expectsContinue)
+        }
+        /// The end of the CRLF-terminated line starting at `from`, nil when not all here, or a failure.
+        func lineEnd(from: Int, limit: Int) -> Result<Int?, HeadFailure> {
+            var index = from
+            while index < available {
+                let byte = buffer[base + index]
+                if byte == Self.lf {
+                    guard index > from, buffer[base + index - 1] == Self.cr else { return .failure(HeadFailure(status: 400, reason: "bare LF in chunked body")) }
+                    return .success(index - 1)
+                }
+                if byte == Self.cr, index + 1 < available, buffer[base + index + 1] != Self.lf {
+                    return .failure(HeadFailure(status: 400, reason: "bare CR in chunked body"))
+                }
                 index += 1
+                if index - from > limit { return .failure(HeadFailure(status: 400, reason: "chunk line too long")) }
             }
+            return .success(nil)
         }
-        lines.append(head[start..<head.endIndex])
-        // A bare LF or CR left anywhere is malformed: make the line invalid for every check.
-        return lines.map { line in line.contains(where: { $0 == 10 || $0 == 13 }) ? ArraySlice([0x20]) : line }
-    }
-
-    private enum ChunkResult {
-        case incomplete
-        case failure(Int, String)
-        case complete([UInt8], consumed: Int)
-    }
-
-    private static func dechunk(_ bytes: ArraySlice<UInt8>, maximumBodyBytes: Int) -> ChunkResult {
-        var body: [UInt8] = []
-        var index = bytes.startIndex
         while true {
-            guard let lineEnd = find([13, 10], in: bytes[index...]) else {
-                return bytes.endIndex - index > 1024 ? .failure(400, "chunk size line too long") : .incomplete
-            }
-            let sizeText = String(decoding: bytes[index..<lineEnd], as: UTF8.self)
-                .split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
-                return .failure(400, "malformed chunk size")
-            }
-            index = lineEnd + 2
-            if size == 0 {
-                // Trailer lines until an empty line.
-                while true {
-                    guard let end = find([13, 10], in: bytes[index...]) else {
-                        return bytes.endIndex - index > 8192 ? .failure(431, "trailers too large") : .incomplete
+            switch state {
+            case .sizeLine:
+                switch lineEnd(from: position, limit: 1024) {
+                case .failure(let failure): return .failure(status: failure.status, reason: failure.reason)
+                case .success(nil): return suspend()
+                case .success(let end?):
+                    let line = buffer[(base + position)..<(base + end)]
+                    let digits = line.prefix { $0 != UInt8(ascii: ";") }
+                    guard let size = Self.chunkSize(digits, limit: maximumBodyBytes - dechunkedBytes.count) else {
+                        return .failure(status: 400, reason: "malformed chunk size (hex digits only)")
                     }
-                    let empty = end == index
-                    index = end + 2
-                    if empty { return .complete(body, consumed: index - bytes.startIndex) }
+                    if size < 0 { return .failure(status: 413, reason: "body too large") }
+                    position = end + 2
+                    state = size == 0 ? .trailers(lineStart: position) : .data(remaining: size)
+                }
+            case .data(let remaining):
+                let here = min(remaining, available - position)
+                if here > 0 {
+                    dechunkedBytes.append(contentsOf: buffer[(base + position)..<(base + position + here)])
+                    position += here
+                }
+                if here < remaining {
+                    state = .data(remaining: remaining - here)
+                    return suspend()
+                }
+                state = .dataEnd
+            case .dataEnd:
+                guard available - position >= 2 else { return suspend() }
+                guard buffer[base + position] == Self.cr, buffer[base + position + 1] == Self.lf else {
+                    return .failure(status: 400, reason: "chunk not followed by CRLF")
+                }
+                position += 2
+                state = .sizeLine
+            case .trailers(let lineStart):
+                switch lineEnd(from: position, limit: 8192) {
+                case .failure(let failure): return .failure(status: failure.status, reason: failure.reason)
+                case .success(nil):
+                    if available - lineStart > 8192 { return .failure(status: 431, reason: "trailers too large") }
+                    return suspend()
+                case .success(let end?):
+                    position = end + 2
+                    if end == lineStart {
+                        var request = request
+                        request.body = dechunkedBytes
+                        dechunkedBytes = []
+                        return .complete(request, consumed: bodyStart + position)
+                    }
+                    state = .trailers(lineStart: position)
                 }
             }
-            if body.count + size > maximumBodyBytes { return .failure(413, "body too large") }
-            guard bytes.endIndex - index >= size + 2 else { return .incomplete }
-            body += bytes[index..<(index + size)]
-            guard bytes[index + size] == 13, bytes[index + size + 1] == 10 else { return .failure(400, "chunk not followed by CRLF") }
-            index += size + 2
         }
     }
 
-    static func find(_ pattern: [UInt8], in bytes: ArraySlice<UInt8>) -> Int? {
-        guard bytes.count >= pattern.count, let first = pattern.first else { return nil }
-        var index = bytes.startIndex
-        let last = bytes.endIndex - pattern.count
-        while index <= last {
-            if bytes[index] == first {
-                var matches = true
-                for offset in 1..<pattern.count where bytes[index + offset] != pattern[offset] {
-                    matches = false
-                    break
-                }
-                if matches { return index }
+    /// A chunk size: hex digits only (no sign, no space), at least one. Returns -1 when it is
+    /// larger than `limit`, nil when malformed; never overflows.
+    static func chunkSize(_ digits: ArraySlice<UInt8>, limit: Int) -> Int? {
+        guard !digits.isEmpty else { return nil }
+        var value = 0
+        var tooLarge = false
+        for byte in digits {
+            let digit: Int
+            switch byte {
+            case 48...57: digit = Int(byte) - 48
+            case 65...70: digit = Int(byte) - 55
+            case 97...102: digit = Int(byte) - 87
+            default: return nil
             }
-            index += 1
+            if !tooLarge {
+                value = value * 16 + digit
+                if value > limit { tooLarge = true }
+            }
         }
-        return nil
+        return tooLarge ? -1 : value
     }
 }
 
@@ -217,6 +374,9 @@ struct HTTPResponse {
     var stallSeconds: TimeInterval = 0
     /// Close the connection after this response.
     var closeAfter = false
+    /// When set, the body is `TestEndpoints.pattern` of this many bytes, generated while it is
+    /// written (`body` is ignored): memory stays at one block whatever the size.
+    var generatedBodyLength: Int?
 
     init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -238,11 +398,11 @@ struct HTTPResponse {
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         let hasBody = !(status == 204 || status == 304 || (100..<200).contains(status))
         if hasBody && !headers.contains(where: { $0.name.lowercased() == "content-length" }) {
-            head += "Content-Length: \(body.count)\r\n"
+            head += "Content-Length: \(generatedBodyLength ?? body.count)\r\n"
         }
         head += "Connection: \(keepAlive ? "keep-alive" : "close")\r\n\r\n"
         var bytes = Array(head.utf8)
-        if includeBody && hasBody { bytes += body }
+        if includeBody && hasBody && generatedBodyLength == nil { bytes += body }
         return bytes
     }
 
@@ -263,6 +423,7 @@ struct HTTPResponse {
         case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
         case 413: return "Content Too Large"
         case 429: return "Too Many Requests"
         case 431: return "Request Header Fields Too Large"

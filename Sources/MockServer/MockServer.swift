@@ -38,10 +38,17 @@ public final class MockServer: @unchecked Sendable {
         public var maximumHeaderBytes = 16 * 1024
         /// Largest request body; larger gets 413.
         public var maximumBodyBytes = 16 * 1024 * 1024
-        /// Most connections open at once; more get 503 and are closed.
+        /// Most connections open at once. A new client beyond it closes the connection that has
+        /// been waiting longest for a request to arrive (so slow or idle clients cannot lock others
+        /// out); only when every connection is busy answering does it get 503.
         public var maximumConnections = 512
-        /// How long an idle keep-alive connection stays open, in seconds.
+        /// How long an idle keep-alive connection stays open, in seconds; also how long a response
+        /// write may wait for a client that reads nothing.
         public var idleTimeout: TimeInterval = 30
+        /// How long a request's head may take from its first byte, in seconds (then 408 and close).
+        public var requestHeadTimeout: TimeInterval = 10
+        /// After `requestHeadTimeout` of grace, a body must arrive at least this fast (then 408 and close).
+        public var minimumBodyBytesPerSecond = 1024
         /// Whether requests are kept for `receivedRequests` (turn off for benchmarks and long runs).
         public var recordsRequests = true
         /// How many of the most recent requests `receivedRequests` keeps, so that a long-running
@@ -60,10 +67,19 @@ public final class MockServer: @unchecked Sendable {
     private var wakePipe: (read: Int32, write: Int32) = (-1, -1)
     private var boundPort: UInt16 = 0
     private var running = false
-    private var openConnections: [Int: Int32] = [:]
+    /// Each open connection: its socket, whether it is answering, since when it waits for a
+    /// request, and whether it was told to close to make room.
+    private struct Slot {
+        let descriptor: Int32
+        var answering = false
+        var waitingSince = DispatchTime.now().uptimeNanoseconds
+        var evicted = false
+    }
+    private var openConnections: [Int: Slot] = [:]
     private var nextConnectionID = 0
     private var records: [ReceivedRequest] = []
     private var handledCount = 0
+    private var evictions = 0
     private var runningThreads = 0
     private let threadCountLock = NSLock() // separate: start() spawns while holding `lock`
     private let threads = DispatchGroup()
@@ -117,7 +133,7 @@ public final class MockServer: @unchecked Sendable {
         lock.lock()
         Socket.close(listener)
         listener = -1
-        for (_, descriptor) in openConnections { Socket.close(descriptor) }
+        for (_, slot) in openConnections { Socket.close(slot.descriptor) }
         openConnections = [:]
         Socket.close(wake.read)
         Socket.close(wake.write)
@@ -164,8 +180,11 @@ public final class MockServer: @unchecked Sendable {
     /// Forgets the recorded requests.
     public func clearReceivedRequests() { lock.lock(); records = []; lock.unlock() }
 
-    /// How many connections are open now.
-    public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.count }
+    /// How many connections are open now (not counting those closed to make room and still ending).
+    public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.values.filter { !$0.evicted }.count }
+
+    /// How many connections were closed to make room for new clients since `start()`.
+    public var evictedConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return evictions }
 
     /// How many server threads (the acceptor and one per connection) are running now; 0 after `stop()`.
     public var runningThreadCount: Int { threadCountLock.lock(); defer { threadCountLock.unlock() }; return runningThreads }
@@ -197,6 +216,14 @@ public final class MockServer: @unchecked Sendable {
         requestArrived.lock()
         requestArrived.broadcast()
         requestArrived.unlock()
+    }
+
+    /// Marks a connection as answering (not to be closed to make room) or waiting for a request.
+    func setAnswering(_ id: Int, _ answering: Bool) {
+        lock.lock()
+        openConnections[id]?.answering = answering
+        if !answering { openConnections[id]?.waitingSince = DispatchTime.now().uptimeNanoseconds }
+        lock.unlock()
     }
 
     /// Waits up to `seconds`; returns false when the server is stopping.
@@ -238,11 +265,11 @@ public final class MockServer: @unchecked Sendable {
             guard Socket.poll([listener], wake: wake, timeout: nil) == .ready else { return }
             guard let client = Socket.accept(listener) else { continue }
             lock.lock()
-            let tooMany = openConnections.count >= configuration.maximumConnections
+            let tooMany = !makeRoomIfFull()
             let id = nextConnectionID
             if !tooMany {
                 nextConnectionID += 1
-                openConnections[id] = client
+                openConnections[id] = Slot(descriptor: client)
             }
             lock.unlock()
             if tooMany {
@@ -253,11 +280,27 @@ public final class MockServer: @unchecked Sendable {
             spawn { [self] in
                 Connection(descriptor: client, id: id, server: self, wake: wake).run()
                 lock.lock()
-                let descriptor = openConnections.removeValue(forKey: id)
+                let slot = openConnections.removeValue(forKey: id)
                 lock.unlock()
-                if let descriptor { Socket.close(descriptor) }
+                if let slot { Socket.close(slot.descriptor) }
             }
         }
+    }
+
+    /// With the lock held: true when a new connection fits, after closing the connection that has
+    /// waited longest for its request if the limit is reached; false when all are busy answering.
+    private func makeRoomIfFull() -> Bool {
+        let live = openConnections.filter { !$0.value.evicted }
+        guard live.count >= configuration.maximumConnections else { return true }
+        guard let oldest = live.filter({ !$0.value.answering }).min(by: { $0.value.waitingSince < $1.value.waitingSince }) else {
+            return false
+        }
+        // The socket stays open until its own thread closes it (no descriptor reuse race); shutting
+        // it down wakes that thread, which then ends.
+        Socket.shutdownBoth(oldest.value.descriptor)
+        openConnections[oldest.key]?.evicted = true
+        evictions += 1
+        return true
     }
 }
 

@@ -74,9 +74,12 @@ enum ReqresAPI {
                 ("Vary", "Access-Control-Request-Headers"),
             ]))
         }
+        if let text = request.query("delay"), Numbers.seconds(text, maximum: 60) == nil {
+            return .response(badNumber("delay must be a number of seconds in 0...60, not '\(HeaderText.printable(text))'"))
+        }
         var response = answer(request, segments: Array(segments.dropFirst()), server: server)
-        if let delay = request.query("delay").flatMap(Double.init), delay > 0 {
-            response.delayBeforeHeaders = min(delay, 60)
+        if let delay = request.query("delay").flatMap({ Numbers.seconds($0, maximum: 60) }), delay > 0 {
+            response.delayBeforeHeaders = delay
         }
         return .response(response)
     }
@@ -96,7 +99,12 @@ enum ReqresAPI {
         case ("GET", _), ("HEAD", _):
             let catalogue = server.catalogue
             let items = resource == "users" ? catalogue.users : catalogue.colours
-            guard let id else { return json(200, page(items, request: request, pageSize: server.configuration.pageSize)) }
+            guard let id else {
+                guard let page = page(items, request: request, pageSize: server.configuration.pageSize) else {
+                    return badNumber("page and per_page must be whole numbers from -\(pagingLimit) to \(pagingLimit)")
+                }
+                return json(200, page)
+            }
             guard let number = Int(id), id.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), (1...items.count).contains(number) else {
                 return json(404, "{}")
             }
@@ -115,10 +123,15 @@ enum ReqresAPI {
         }
     }
 
-    /// The list envelope, with the original app's arithmetic (JavaScript `parseInt`, `||`, `slice`).
-    private static func page(_ items: [String], request: ReceivedRequest, pageSize: Int) -> String {
+    /// The largest page or page size the mock takes (in magnitude): the arithmetic below cannot overflow.
+    static let pagingLimit = 1_000_000
+
+    /// The list envelope, with the original app's arithmetic (JavaScript `parseInt`, `||`, `slice`);
+    /// nil when `page` or `per_page` is beyond `pagingLimit`.
+    private static func page(_ items: [String], request: ReceivedRequest, pageSize: Int) -> String? {
         let page = parseInt(request.query("page")) ?? 1
-        let perPage = parseInt(request.query("per_page")) ?? pageSize
+        let perPage = parseInt(request.query("per_page")) ?? max(1, min(pageSize, pagingLimit))
+        guard abs(page) <= pagingLimit, abs(perPage) <= pagingLimit else { return nil }
         let total = items.count
         let totalPages = perPage == 0 ? 0 : Int((Double(total) / Double(perPage)).rounded(.up))
         let data = slice(items, from: (page - 1) * perPage, to: page * perPage)
@@ -137,9 +150,11 @@ enum ReqresAPI {
             sign = first == "-" ? -1 : 1
             characters = characters.dropFirst()
         }
-        let digits = characters.prefix { $0.isASCII && $0.isNumber }.prefix(12)
-        guard let value = Int(digits), value != 0 else { return nil }
-        return sign * value
+        let digits = characters.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty else { return nil }
+        // More than 12 digits is beyond any limit; keep it out of range without overflowing.
+        guard digits.count <= 12, let value = Int(digits) else { return sign * 1_000_000_000_000 }
+        return value == 0 ? nil : sign * value
     }
 
     /// JavaScript's `Array.prototype.slice`: negative indices count from the end.
@@ -189,6 +204,11 @@ enum ReqresAPI {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         formatter.timeZone = TimeZone(identifier: "UTC")
         return formatter.string(from: date)
+    }
+
+    /// 400 with `{"error": message}`.
+    static func badNumber(_ message: String) -> HTTPResponse {
+        json(400, JSONText.object([("error", JSONText.string(message))]))
     }
 
     static func json(_ status: Int, _ body: String) -> HTTPResponse {

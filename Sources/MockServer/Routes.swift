@@ -26,21 +26,25 @@ enum TestEndpoints {
         switch name {
         case "echo":
             var response = echo(request)
-            if let status = request.query("status").flatMap(Int.init), (200...599).contains(status) { response.status = status }
+            if let text = request.query("status") {
+                guard let status = Numbers.integer(text, in: 200...599) else { return badArgument("status", text, "200...599") }
+                response.status = status
+            }
             return .response(response)
         case "status":
-            guard let code = argument.flatMap(Int.init), (200...599).contains(code) else { return badArgument("status code") }
+            guard let code = Numbers.integer(argument, in: 200...599) else { return badArgument("status code", argument, "200...599") }
             let hasBody = code != 204 && code != 304
             var response = ReqresAPI.json(code, JSONText.object([("status", "\(code)")]))
             if !hasBody { response.body = [] }
             return .response(response)
         case "redirect":
-            guard let code = argument.flatMap(Int.init), (300...399).contains(code) else { return badArgument("redirect status") }
+            guard let code = Numbers.integer(argument, in: 300...399) else { return badArgument("redirect status", argument, "300...399") }
             let target = request.query("to") ?? "/_test/echo"
+            guard HeaderText.isValidValue(target) else { return badHeader("the redirect target has CR, LF or NUL") }
             return .response(HTTPResponse(status: code, headers: [("Location", target), ("Content-Type", "text/plain")],
                                           body: Array("Redirecting to \(target)\n".utf8)))
         case "redirect-chain":
-            guard let remaining = argument.flatMap(Int.init), remaining >= 0 else { return badArgument("hop count") }
+            guard let remaining = Numbers.integer(argument, in: 0...1000) else { return badArgument("hop count", argument, "0...1000") }
             let target = remaining == 0 ? "/_test/echo" : "/_test/redirect-chain/\(remaining - 1)"
             return .response(HTTPResponse(status: 302, headers: [("Location", target)]))
         case "redirect-loop":
@@ -54,18 +58,26 @@ enum TestEndpoints {
             response.headers.append(("WWW-Authenticate", "Basic realm=\"mock\""))
             return .response(response)
         case "delay":
+            let text = request.query("seconds") ?? "1"
+            guard let seconds = Numbers.seconds(text, maximum: 120) else { return badArgument("seconds", text, "0...120") }
             var response = echo(request)
-            response.delayBeforeHeaders = min(request.query("seconds").flatMap(Double.init) ?? 1, 120)
+            response.delayBeforeHeaders = seconds
             return .response(response)
         case "stall":
-            let size = min(request.query("bytes").flatMap(Int.init) ?? 100, 1 << 20)
+            let bytesText = request.query("bytes") ?? "100", secondsText = request.query("seconds") ?? "1"
+            guard let size = Numbers.integer(bytesText, in: 0...(1 << 20)) else { return badArgument("bytes", bytesText, "0...1048576") }
+            guard let seconds = Numbers.seconds(secondsText, maximum: 120) else { return badArgument("seconds", secondsText, "0...120") }
             var response = HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: pattern(size))
             response.stallAfterBodyBytes = size / 2
-            response.stallSeconds = min(request.query("seconds").flatMap(Double.init) ?? 1, 120)
+            response.stallSeconds = seconds
             return .response(response)
         case "bytes":
-            guard let size = argument.flatMap(Int.init), (0...(64 << 20)).contains(size) else { return badArgument("byte count") }
-            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: pattern(size)))
+            guard let size = Numbers.integer(argument, in: 0...maximumGeneratedBytes) else {
+                return badArgument("byte count", argument, "0...\(maximumGeneratedBytes)")
+            }
+            var response = HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")])
+            response.generatedBodyLength = size
+            return .response(response)
         case "close-before-response":
             return .close
         case "close-mid-body":
@@ -82,6 +94,10 @@ enum TestEndpoints {
             return .raw(Array("SSH-2.0-OpenSSH_9.2 this is not HTTP\r\n\r\n".utf8))
         case "hang":
             return .hang
+        case "html":
+            // Any path below it: a 200 HTML page, as a captive portal or a misconfigured proxy answers.
+            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8")],
+                                          body: Array("<!doctype html><html><body><h1>Welcome</h1></body></html>\n".utf8)))
         case "stats":
             return .response(ReqresAPI.json(200, JSONText.object([
                 ("acceptedConnections", "\(server.acceptedConnectionCount)"),
@@ -97,7 +113,13 @@ enum TestEndpoints {
                                                                  ("Content-Type", "text/plain")], body: Array("cookies set\n".utf8)))
         case "response-headers":
             // Every query pair becomes a response header, e.g. ?ETag=%22v1%22
-            let headers = request.queryItems.filter { !$0.name.isEmpty && !$0.value.contains(where: { $0 == "\r" || $0 == "\n" }) }
+            let headers = request.queryItems
+            if let bad = headers.first(where: { !HeaderText.isToken($0.name) }) {
+                return badHeader("'\(HeaderText.printable(bad.name))' is not a valid header name")
+            }
+            if let bad = headers.first(where: { !HeaderText.isValidValue($0.value) }) {
+                return badHeader("the value of '\(bad.name)' has CR, LF or NUL")
+            }
             return .response(HTTPResponse(status: 200, headers: headers + [("Content-Type", "text/plain")], body: Array("ok\n".utf8)))
         default:
             return .response(HTTPResponse(status: 404, text: "Unknown test endpoint\n"))
@@ -119,10 +141,61 @@ enum TestEndpoints {
         ]))
     }
 
-    /// Deterministic bytes: byte i is i mod 251.
-    static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8($0 % 251) } }
+    /// The largest `/_test/bytes/N` (64 GiB): bodies are generated while written, never held.
+    static let maximumGeneratedBytes = 1 << 36
 
-    private static func badArgument(_ what: String) -> Reply {
-        .response(HTTPResponse(status: 400, text: "Bad \(what)\n"))
+    /// Deterministic bytes: byte i is i mod 251.
+    static func pattern(_ count: Int) -> [UInt8] { (0..<max(0, count)).map { UInt8($0 % 251) } }
+
+    /// 261 whole periods of the pattern (65,511 bytes): consecutive blocks continue it seamlessly.
+    static let patternBlock = pattern(251 * 261)
+
+    private static func badArgument(_ what: String, _ text: String?, _ range: String) -> Reply {
+        let message = "\(what) must be a whole number in \(range), not '\(HeaderText.printable(text ?? ""))'"
+        return .response(ReqresAPI.json(400, JSONText.object([("error", JSONText.string(message))])))
+    }
+
+    private static func badHeader(_ message: String) -> Reply {
+        .response(ReqresAPI.json(400, JSONText.object([("error", JSONText.string(message))])))
+    }
+}
+
+/// Numbers from a request, parsed strictly: digits only (no sign, space or exponent) and range-checked,
+/// so that no arithmetic on them can trap.
+enum Numbers {
+    /// A whole number in `range`, or nil for anything else.
+    static func integer(_ text: String?, in range: ClosedRange<Int>) -> Int? {
+        guard let text, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              let value = Int(text), range.contains(value) else { return nil }
+        return value
+    }
+
+    /// Seconds as digits with an optional fraction (`1`, `0.25`), from 0 to `maximum`.
+    static func seconds(_ text: String, maximum: Double) -> Double? {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard text.utf8.count <= 12, let whole = parts.first, !whole.isEmpty,
+              parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }), parts.count == 1 || !parts[1].isEmpty,
+              let value = Double(text), value.isFinite, value >= 0, value <= maximum else { return nil }
+        return value
+    }
+}
+
+/// Checks on bytes that the server writes into response headers: bytes, not `Character`s (CR LF is one grapheme).
+enum HeaderText {
+    private static let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+
+    /// An RFC 9110 token: a valid header name.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { token.contains($0) }
+    }
+
+    /// A header value free of CR, LF and NUL.
+    static func isValidValue(_ text: String) -> Bool {
+        !text.utf8.contains { $0 == 13 || $0 == 10 || $0 == 0 }
+    }
+
+    /// `text` with control bytes shown as `\u{..}`, for error messages.
+    static func printable(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(200).map { $0.value < 32 || $0.value == 127 ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined())
     }
 }

@@ -116,7 +116,32 @@ enum Socket {
         return count
     }
 
+    /// Writes every byte without blocking the thread for good: waits for the socket to take more,
+    /// and gives up when `wake` becomes readable (the server stops), when the peer is gone, or when
+    /// it takes nothing for `stallTimeout` seconds (a client that does not read).
+    static func writeAll(_ descriptor: Int32, _ bytes: ArraySlice<UInt8>, wake: Int32, stallTimeout: TimeInterval) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let written = bytes.withUnsafeBytes { raw in
+                send(descriptor, raw.baseAddress! + (offset - bytes.startIndex), bytes.endIndex - offset, sendFlags | Int32(MSG_DONTWAIT))
+            }
+            if written > 0 {
+                offset += written
+                continue
+            }
+            if written < 0 && errno == EINTR { continue }
+            guard written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else { return false }
+            var entries = [pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            let milliseconds = Int32(max(0, min(stallTimeout * 1000, Double(Int32.max))))
+            let ready = systemPoll(&entries, nfds_t(entries.count), milliseconds)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0, entries[1].revents == 0 else { return false }
+        }
+        return true
+    }
+
     /// Writes every byte (or gives up when the peer is gone); returns whether all were written.
+    /// Blocking: only for small answers to a fresh socket (the connection-limit 503).
     @discardableResult
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
@@ -133,6 +158,11 @@ enum Socket {
 
     static func close(_ descriptor: Int32) {
         if descriptor >= 0 { _ = systemClose(descriptor) }
+    }
+
+    /// Ends both directions: the connection's own thread sees the end and closes it.
+    static func shutdownBoth(_ descriptor: Int32) {
+        _ = shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
     /// Half-closes for writing, so the peer sees the end of the response before the close.

@@ -802,9 +802,10 @@ public final class RestManager: @unchecked Sendable {
             }
             var request = URLRequest(url: try urlWithQuery(url, query: snapshot.query))
             if method != .get { request.httpMethod = method.name }
-            // Foundation on Linux truncates its own timer to whole seconds (0.5 fires at once);
-            // the library enforces the real deadline, so Foundation's only has to come later.
-            request.timeoutInterval = snapshot.timeout.rounded(.up) + 1
+            // Foundation on Linux truncates its own timer to whole seconds (0.5 fires at once) and
+            // traps on values beyond Int milliseconds; the library enforces the real deadline, so
+            // Foundation's only has to come later (capped: 10^8 s is "never" for both).
+            request.timeoutInterval = min(snapshot.timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
             if method != .get && method != .head, let body = try body(for: snapshot, headers: &headers) {

@@ -176,14 +176,26 @@ struct Client {
     }
 
     /// With --json, prints the body as is; returns whether the caller should print its own view.
+    /// Either way a successful answer must be JSON (or empty): the same exit code and error line in both modes.
     private func printJSONIfAsked(_ results: RestManager.Results, what: String? = nil) throws -> Bool {
         if options.json {
+            if results.isSuccess { try requireJSON(results) }
             Output.raw(results.data ?? Data())
             if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
             return false
         }
         try requireSuccess(results, what: what)
+        try requireJSON(results)
         return true
+    }
+
+    /// Exit 65 unless the body is empty or JSON.
+    private func requireJSON(_ results: RestManager.Results) throws {
+        guard let data = results.data, !data.isEmpty else { return }
+        if (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) == nil {
+            let type = results.response?.headers.value(forKey: "Content-Type") ?? "no Content-Type"
+            throw Exit(code: Exit.badData, message: "the answer is not JSON (\(type), \(data.count) bytes)")
+        }
     }
 
     private func requireSuccess(_ results: RestManager.Results, what: String? = nil) throws {

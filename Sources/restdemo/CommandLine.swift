@@ -137,8 +137,9 @@ enum ArgumentParser {
         case "--api-key":
             options.apiKey = value
         default:
-            guard let seconds = Double(value), seconds > 0, seconds.isFinite else {
-                throw UsageError(message: "--timeout needs a positive number of seconds, not '\(value)'", command: nil)
+            guard let seconds = Double(value), seconds > 0, seconds <= maximumTimeout else {
+                throw UsageError(message: "--timeout needs a number of seconds above 0 and at most \(Int(maximumTimeout)), not '\(value)'",
+                                 command: nil)
             }
             options.timeout = seconds
         }
@@ -157,10 +158,17 @@ enum ArgumentParser {
         text.count > 1 && text.hasPrefix("-") && Double(text.dropFirst()) != nil
     }
 
-    /// A positive whole number from a positional or option, or a usage error naming it.
-    static func positiveInteger(_ text: String?, name: String, command: String) throws -> Int {
-        guard let text, let value = Int(text), value > 0 else {
-            throw UsageError(message: "\(name) must be a positive whole number, not '\(text ?? "")'", command: command)
+    /// The longest `--timeout`: one day.
+    static let maximumTimeout: TimeInterval = 86_400
+
+    /// The largest number any option takes (ids, pages, page sizes, ports are range-checked below it).
+    static let maximumNumber = 1_000_000
+
+    /// A whole number from 1 to `maximum` (digits only), or a usage error naming it and the range.
+    static func positiveInteger(_ text: String?, name: String, command: String, maximum: Int = maximumNumber) throws -> Int {
+        guard let text, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              let value = Int(text), (1...maximum).contains(value) else {
+            throw UsageError(message: "\(name) must be a whole number from 1 to \(maximum), not '\(text ?? "")'", command: command)
         }
         return value
     }

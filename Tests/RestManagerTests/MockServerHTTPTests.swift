@@ -123,7 +123,7 @@ final class MockServerHTTPTests: MockServerTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 3)
     }
 
-    func testConnectionCapAnswers503() throws {
+    func testAtTheConnectionCapTheLongestWaitingConnectionMakesRoom() throws {
         let held = try (0..<16).map { _ in try client() }
         // Each held connection is accepted before the next check: one request each proves it.
         for connection in held {
@@ -131,8 +131,21 @@ final class MockServerHTTPTests: MockServerTestCase {
             XCTAssertEqual(connection.readResponses(1).count, 1)
         }
         let extra = try client()
-        XCTAssertTrue(extra.readUntilClosed().text.hasPrefix("HTTP/1.1 503 "))
+        extra.send("GET /_test/echo HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(extra.readResponses(1).first?.hasPrefix("HTTP/1.1 200 ") ?? false)
+        // The first one answered has waited longest for its next request: it was closed.
+        XCTAssertTrue(held[0].readUntilClosed(timeout: 2).closed)
+        XCTAssertEqual(server.evictedConnectionCount, 1)
         XCTAssertEqual(server.openConnectionCount, 16)
+    }
+
+    func testAtTheConnectionCapWithEveryConnectionAnsweringANewClientGets503() throws {
+        let held = try (0..<16).map { _ in try client() }
+        for connection in held { connection.send("GET /_test/hang HTTP/1.1\r\nHost: x\r\n\r\n") }
+        XCTAssertTrue(server.waitForRequests(16))
+        let extra = try client()
+        XCTAssertTrue(extra.readUntilClosed().text.hasPrefix("HTTP/1.1 503 "))
+        XCTAssertEqual(server.evictedConnectionCount, 0)
     }
 
     func testMisbehavingEndpointsDoWhatTheySay() throws {

@@ -136,16 +136,51 @@ final class RestDemoTests: MockServerTestCase {
     }
 
     func testBadInputIsAOneLineUsageError() throws {
-        try assertUsageError(["users", "--page", "abc"], mentions: "--page must be a positive whole number")
+        try assertUsageError(["users", "--page", "abc"], mentions: "--page must be a whole number from 1 to 1000000, not 'abc'")
         try assertUsageError(["users", "--bogus"], mentions: "unknown option '--bogus'")
-        try assertUsageError(["user", "-3"], mentions: "ID must be a positive whole number")
+        try assertUsageError(["user", "-3"], mentions: "ID must be a whole number from 1 to 1000000, not '-3'")
         try assertUsageError(["user"], mentions: "missing ID")
         try assertUsageError(["user", "1", "2"], mentions: "unexpected argument '2'")
         try assertUsageError(["fly"], mentions: "unknown command 'fly'")
-        try assertUsageError(["--timeout", "soon", "users"], mentions: "--timeout needs a positive number")
+        try assertUsageError(["--timeout", "soon", "users"], mentions: "--timeout needs a number of seconds above 0 and at most 86400, not 'soon'")
         try assertUsageError(["users", "--page"], mentions: "'--page' needs a value")
         try assertUsageError(["update", "2"], mentions: "give --name, --job or both")
         XCTAssertEqual(try restdemo([], useServer: false).status, 64)
+    }
+
+    func testNumbersOutOfRangeAreUsageErrorsOfflineToo() throws {
+        // These used to reach the offline mock's paging arithmetic, or a deadline computation, and trap.
+        for (arguments, message) in [
+            (["--offline", "users", "--page", "9223372036854775807", "--per-page", "9223372036854775807"], "--page must be a whole number from 1 to 1000000, not '9223372036854775807'"),
+            (["--offline", "users", "--page", "9223372036854775808"], "--page must be a whole number from 1 to 1000000, not '9223372036854775808'"),
+            (["--offline", "users", "--per-page", "1000001"], "--per-page must be a whole number from 1 to 1000000, not '1000001'"),
+            (["--offline", "users", "--page", "0"], "--page must be a whole number from 1 to 1000000, not '0'"),
+            (["--offline", "users", "--page", "+2"], "--page must be a whole number from 1 to 1000000, not '+2'"),
+            (["--offline", "--timeout", "1e300", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '1e300'"),
+            (["--offline", "--timeout", "inf", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'inf'"),
+            (["--offline", "--timeout", "nan", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'nan'"),
+            (["--offline", "--timeout", "-1", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '-1'"),
+            (["--offline", "user", "99999999999999999999"], "ID must be a whole number from 1 to 1000000, not '99999999999999999999'"),
+        ] {
+            let run = try restdemo(arguments, useServer: false)
+            XCTAssertFalse(run.crashed, arguments.joined(separator: " "))
+            XCTAssertEqual(run.status, 64, arguments.joined(separator: " "))
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+            XCTAssertTrue(run.stderr.hasPrefix("restdemo: \(message) ("), run.stderr)
+        }
+        let largest = try restdemo(["--offline", "users", "--page", "1000000", "--per-page", "1000000"], useServer: false)
+        XCTAssertEqual(largest.status, 0, largest.stderr)
+        XCTAssertTrue(largest.stdout.hasSuffix("page 1000000 of 1, 12 users\n"), largest.stdout)
+    }
+
+    func testAnHTMLAnswerExits65WithOrWithoutJSON() throws {
+        let base = server.baseURL.absoluteString + "/_test/html"
+        for arguments in [["users"], ["--json", "users"], ["user", "2"], ["user", "2", "--json"]] {
+            let run = try restdemo(["--base-url", base] + arguments, useServer: false)
+            XCTAssertEqual(run.status, 65, arguments.joined(separator: " "))
+            XCTAssertEqual(run.stderr, "restdemo: the answer is not JSON (text/html; charset=utf-8, 58 bytes)\n", arguments.joined(separator: " "))
+            XCTAssertEqual(run.stdout, "", arguments.joined(separator: " "))
+        }
     }
 
     func testBadBaseURLIsAUsageError() throws {

@@ -23,6 +23,20 @@ final class TimeoutTests: MockServerTestCase {
         XCTAssertEqual(results.response?.httpStatusCode, 200)
     }
 
+    func testHugeTimeoutsMeanNeverAndDoNotTrap() throws {
+        for timeout in [1e300, Double(Int.max) + 1, 1e9, Double.greatestFiniteMagnitude] {
+            rest.timeoutInterval = timeout
+            let results = send(.get, "/_test/echo?t=1")
+            XCTAssertEqual(results.response?.httpStatusCode, 200, "\(timeout): \(String(describing: results.error))")
+        }
+        for timeout in [0, -1, Double.infinity, Double.nan] {
+            rest.timeoutInterval = timeout
+            guard case .invalidTimeout = send(.get, "/_test/echo").error as? RestManager.CustomError else {
+                return XCTFail("\(timeout) was accepted")
+            }
+        }
+    }
+
     func testPerCallTimeoutOverridesTheManagers() {
         rest.timeoutInterval = 30
         let done = expectation(description: "timed out")
