@@ -32,6 +32,53 @@ enum Gzip {
         return output
     }
 
+    /// `count` zero bytes, compressed with fixed-Huffman back-references (258 bytes per 13 bits).
+    /// The CRC is left 0: a reader checks it only at the end, and this body is for limits that stop earlier.
+    static func zeros(_ count: Int) -> [UInt8] {
+        var bits = LSBBitWriter()
+        bits.write(0b011, count: 3) // final block, fixed Huffman (BTYPE 01)
+        bits.writeHuffman(0x30, count: 8) // literal 0
+        var left = count - 1
+        while left >= 258 {
+            bits.writeHuffman(0b1100_0101, count: 8) // length 258 (symbol 285)
+            bits.writeHuffman(0, count: 5) // distance 1
+            left -= 258
+        }
+        while left > 0 {
+            bits.writeHuffman(0x30, count: 8)
+            left -= 1
+        }
+        bits.writeHuffman(0, count: 7) // end of block
+        return [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF] + bits.finished() + littleEndian(0) + littleEndian(UInt32(truncatingIfNeeded: count))
+    }
+
+    /// Deflate's bit order: values least significant bit first, Huffman codes most significant first.
+    private struct LSBBitWriter {
+        private var bytes: [UInt8] = []
+        private var current: UInt32 = 0
+        private var used: UInt32 = 0
+
+        mutating func write(_ value: UInt32, count: Int) {
+            for index in 0..<count { push((value >> UInt32(index)) & 1) }
+        }
+
+        mutating func writeHuffman(_ code: UInt32, count: Int) {
+            for index in stride(from: count - 1, through: 0, by: -1) { push((code >> UInt32(index)) & 1) }
+        }
+
+        private mutating func push(_ bit: UInt32) {
+            current |= bit << used
+            used += 1
+            if used == 8 {
+                bytes.append(UInt8(current))
+                current = 0
+                used = 0
+            }
+        }
+
+        func finished() -> [UInt8] { used > 0 ? bytes + [UInt8(current)] : bytes }
+    }
+
     private static func littleEndian(_ value: UInt32) -> [UInt8] {
         [UInt8(value & 0xFF), UInt8((value >> 8) & 0xFF), UInt8((value >> 16) & 0xFF), UInt8(value >> 24)]
     }

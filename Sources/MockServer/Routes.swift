@@ -107,6 +107,15 @@ enum TestEndpoints {
             let text = Array(JSONText.object([("compressed", "true"), ("message", JSONText.string(String(repeating: "hello ", count: 20)))]).utf8)
             return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8"),
                                                                  ("Content-Encoding", "gzip")], body: Gzip.stored(text)))
+        case "gzip-bomb":
+            // N zero bytes as a gzip stream about 1/160 of that size (N up to 1 GiB): for size limits.
+            guard let size = Numbers.integer(argument, in: 1...(1 << 30)) else { return badArgument("expanded size", argument, "1...1073741824") }
+            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream"),
+                                                                 ("Content-Encoding", "gzip")], body: Gzip.zeros(size)))
+        case "proxy-auth":
+            var response = ReqresAPI.json(407, JSONText.object([("error", JSONText.string("proxy authentication required"))]))
+            response.headers.append(("Proxy-Authenticate", "Basic realm=\"proxy\""))
+            return .response(response)
         case "set-cookie":
             return .response(HTTPResponse(status: 200, headers: [("Set-Cookie", "session=abc123; Path=/; HttpOnly"),
                                                                  ("Set-Cookie", "theme=dark; Path=/"),

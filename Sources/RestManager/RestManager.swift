@@ -1,15 +1,16 @@
 //
 //  RestManager.swift
 //
-//  A single-file, dependency-free REST client on URLSession that behaves the same on Linux and
-//  on Apple platforms. Copy this file into any app or script: it needs only Foundation
-//  (FoundationNetworking on Linux) and Dispatch.
+//  A single-file, dependency-free REST client on URLSession, with one code path on Linux and on
+//  Apple platforms (the few differences FoundationNetworking forces are listed in the README).
+//  Copy this file into any app or script: it needs only Foundation (FoundationNetworking on
+//  Linux) and Dispatch.
 //
 //  Outline:
 //    - Public API: request state, the tutorial's calls, async calls, utilities
 //    - Nested types: HttpMethod, RestEntity, Response, Results, CustomError, RequestHandle, MultipartBody
 //    - Request building and encoding
-//    - Transport: session, exchange (one request with its redirects and deadline), delegate
+//    - Transport: session, exchange (one request with its redirects, deadline and body), delegate
 //    - Private helpers
 //
 
@@ -32,85 +33,117 @@ import Dispatch
 ///
 /// The properties (`requestHttpHeaders`, `urlQueryParameters`, `httpBodyParameters`, `httpBody`,
 /// files) persist between requests, as in the tutorial: each call sends what they hold when it is
-/// made (a snapshot), so changing them while requests are in flight is safe. Call
-/// `clearParameters()` to start the next request from empty query, body and files.
+/// made (a snapshot), so changing them while requests are in flight is safe, and each statement
+/// such as `rest.requestHttpHeaders.add(…)` is atomic. Configuring and sending as one step from
+/// many threads at once needs one manager per caller. Call `clearParameters()` to start the next
+/// request from empty query, body and files.
 public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
 
     /// Headers sent with every `makeRequest`. Lookups ignore the case of the name.
     public var requestHttpHeaders: RestEntity {
-        get { state.withLock { $0.headers } }
-        set { state.withLock { $0.headers = newValue.ignoringKeyCase() } }
+        get { withState { $0.headers } }
+        set { withState { $0.headers = newValue.ignoringKeyCase() } }
+        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.headers }
     }
 
     /// Query parameters appended (percent-encoded, in insertion order) to the request URL.
     public var urlQueryParameters: RestEntity {
-        get { state.withLock { $0.query } }
-        set { state.withLock { $0.query = newValue } }
+        get { withState { $0.query } }
+        set { withState { $0.query = newValue } }
+        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.query }
     }
 
     /// Body fields, encoded according to the `Content-Type` header: JSON (the default),
     /// `application/x-www-form-urlencoded`, or `multipart/form-data` (also used when files were added).
     public var httpBodyParameters: RestEntity {
-        get { state.withLock { $0.bodyParameters } }
-        set { state.withLock { $0.bodyParameters = newValue } }
+        get { withState { $0.bodyParameters } }
+        set { withState { $0.bodyParameters = newValue } }
+        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.bodyParameters }
     }
 
-    /// A raw body, sent as is when `httpBodyParameters` is empty. Never sent with GET or HEAD.
+    /// A raw body, sent as is when `httpBodyParameters` is empty and no file was added. Never sent with GET or HEAD.
     public var httpBody: Data? {
-        get { state.withLock { $0.body } }
-        set { state.withLock { $0.body = newValue } }
+        get { withState { $0.body } }
+        set { withState { $0.body = newValue } }
     }
 
     /// The longest a whole request may take, redirects included, in seconds (default 60).
     /// Enforced by the library itself, so 0.5 means half a second on Linux too.
     public var timeoutInterval: TimeInterval {
-        get { state.withLock { $0.timeout } }
-        set { state.withLock { $0.timeout = newValue } }
+        get { withState { $0.timeout } }
+        set { withState { $0.timeout = newValue } }
     }
 
-    /// The queue completion handlers are called on (default: a global `.userInitiated` queue).
+    /// The queue completion handlers are called on, with `async` (default:
+    /// `DispatchQueue.global(qos: .userInitiated)`).
     ///
-    /// With the default, completions run on RestManager's own background threads (`.userInitiated`,
-    /// never the main thread), usually the one that received the answer, saving a thread hand-off.
-    /// A completion may block there: it holds up no other request.
+    /// As with URLSession, a completion that blocks holds a thread of this queue: a completion
+    /// that waits for another request should use a queue of its own (a serial queue always gets a
+    /// thread), or `await`. Deadlines never depend on this queue.
     public var callbackQueue: DispatchQueue {
-        get { state.withLock { $0.callbackQueue } }
-        set { state.withLock { $0.callbackQueue = newValue } }
+        get { withState { $0.callbackQueue } }
+        set { withState { $0.callbackQueue = newValue } }
     }
 
     /// Whether redirects are followed (default `true`). When `false`, the 3xx answer is delivered.
     public var followsRedirects: Bool {
-        get { state.withLock { $0.followsRedirects } }
-        set { state.withLock { $0.followsRedirects = newValue } }
+        get { withState { $0.followsRedirects } }
+        set { withState { $0.followsRedirects = newValue } }
     }
 
-    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10).
+    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10);
+    /// a redirect loop ends the same way once it has used them up.
     public var maximumRedirects: Int {
-        get { state.withLock { $0.maximumRedirects } }
-        set { state.withLock { $0.maximumRedirects = newValue } }
+        get { withState { $0.maximumRedirects } }
+        set { withState { $0.maximumRedirects = newValue } }
     }
 
-    /// Opt-in: identical concurrent GET/HEAD requests (same URL and headers) share one network
-    /// call; every caller still gets its own completion. Deduplicated callers share the first
-    /// caller's timeout. Never applies to other methods.
+    /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit).
+    ///
+    /// Counted as the body arrives, after decompression: past the limit the transfer stops at once
+    /// and the call fails with `CustomError.responseTooLarge`. Applies to every in-memory call.
+    public var maximumResponseSize: Int? {
+        get { withState { $0.maximumResponseSize } }
+        set { withState { $0.maximumResponseSize = newValue } }
+    }
+
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one
+    /// network call; every caller still gets its own completion. Deduplicated callers share the
+    /// first caller's timeout. Never applies to other methods.
     public var deduplicatesRequests: Bool {
-        get { state.withLock { $0.deduplicates } }
-        set { state.withLock { $0.deduplicates = newValue } }
+        get { withState { $0.deduplicates } }
+        set { withState { $0.deduplicates = newValue } }
     }
 
     /// Creates a manager with its own long-lived URLSession (no cookies, no cache, nothing on disk).
     ///
     /// - Parameter maximumConnectionsPerHost: how many connections to one host may be open at once.
     public init(maximumConnectionsPerHost: Int = 6) {
-        transport = Transport(maximumConnectionsPerHost: maximumConnectionsPerHost)
+        transport = Transport(configuration: Transport.leanConfiguration(maximumConnectionsPerHost: maximumConnectionsPerHost))
+    }
+
+    /// Creates a manager on a session with `configuration`, used as given: for `URLProtocol`
+    /// stubs, proxies, connectivity settings or a cookie store of your own.
+    ///
+    /// ```swift
+    /// let configuration = URLSessionConfiguration.ephemeral
+    /// configuration.protocolClasses = [MyStubProtocol.self]
+    /// let rest = RestManager(configuration: configuration)
+    /// ```
+    public convenience init(configuration: URLSessionConfiguration) {
+        self.init(transport: Transport(configuration: configuration))
+    }
+
+    private init(transport: Transport) {
+        self.transport = transport
     }
 
     /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files.
     /// Headers are kept: they usually describe the API rather than one request.
     public func clearParameters() {
-        state.withLock { state in
+        withState { state in
             state.query = RestEntity()
             state.bodyParameters = RestEntity()
             state.body = nil
@@ -126,7 +159,7 @@ public final class RestManager: @unchecked Sendable {
     /// ```
     public func addFile(_ data: Data, fieldName: String, fileName: String, mimeType: String) {
         let part = MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)
-        state.withLock { $0.files.append(part) }
+        withState { $0.files.append(part) }
     }
 
     /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json`
@@ -138,7 +171,7 @@ public final class RestManager: @unchecked Sendable {
         do { data = try encoder.encode(value) } catch {
             throw CustomError.bodyEncodingFailed(String(describing: error))
         }
-        state.withLock { state in
+        withState { state in
             state.body = data
             if !ContentKind(state.headers.value(forKey: "Content-Type")).isJSON {
                 state.headers.add(value: "application/json", forKey: "Content-Type")
@@ -162,7 +195,7 @@ public final class RestManager: @unchecked Sendable {
                             withHttpMethod httpMethod: HttpMethod,
                             timeoutInterval: TimeInterval? = nil,
                             completion: @escaping @Sendable (_ result: Results) -> Void) -> RequestHandle {
-        var snapshot = state.withLock { $0 }
+        var snapshot = withState { $0 }
         if let timeoutInterval { snapshot.timeout = timeoutInterval }
         return perform(url: url, method: httpMethod, snapshot: snapshot, completion: completion)
     }
@@ -180,7 +213,7 @@ public final class RestManager: @unchecked Sendable {
     @discardableResult
     public func loadData(fromURL url: URL,
                          completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
-        let snapshot = state.withLock { $0.forPlainDownload() }
+        let snapshot = withState { $0.forPlainDownload() }
         return perform(url: url, method: .get, snapshot: snapshot) { results in
             completion(Result { try results.validatedData() }.mapError(CustomError.wrap))
         }
@@ -193,7 +226,7 @@ public final class RestManager: @unchecked Sendable {
     public func makeRequest(toURL url: URL,
                             withHttpMethod httpMethod: HttpMethod,
                             timeoutInterval: TimeInterval? = nil) async -> Results {
-        await withCancellableHandle { completion in
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { completion in
             self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: completion)
         }
     }
@@ -207,7 +240,7 @@ public final class RestManager: @unchecked Sendable {
     ///
     /// - Throws: `CustomError` (`.unacceptableStatusCode` for non-2xx, `.cancelled`, `.timedOut`, …).
     public func data(fromURL url: URL) async throws -> Data {
-        try await withCancellableHandle { completion in
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { completion in
             self.loadData(fromURL: url, completion: completion)
         }.get()
     }
@@ -248,7 +281,7 @@ public final class RestManager: @unchecked Sendable {
     ///
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
-        try RequestBuilder.build(url: url, method: httpMethod, snapshot: state.withLock { $0 })
+        try RequestBuilder.build(url: url, method: httpMethod, snapshot: withState { $0 })
     }
 
     // MARK: - Nested types: HttpMethod
@@ -271,8 +304,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// An ordered collection of string keys and values: headers, query or body parameters.
     ///
-    /// Adding an existing key replaces its value in place. Entities used for headers ignore the
-    /// case of keys (`value(forKey: "content-type")` finds `Content-Type`).
+    /// `add` replaces the value of an existing key in place; `append` keeps earlier values, for
+    /// repeated keys (`tag=a&tag=b`). Entities used for headers ignore the case of keys
+    /// (`value(forKey: "content-type")` finds `Content-Type`).
     public struct RestEntity: Sendable, Equatable {
         private var entries: [Entry] = []
         private var positions: [String: Int] = [:]
@@ -289,26 +323,51 @@ public final class RestManager: @unchecked Sendable {
         /// An empty entity; `ignoringKeyCase` makes lookups case-insensitive (for headers).
         public init(ignoringKeyCase: Bool) { keysIgnoreCase = ignoringKeyCase }
 
-        /// Sets `value` for `key`, replacing (in place) a value already stored for it.
+        /// Sets `value` for `key`, replacing (in place) the values already stored for it.
         public mutating func add(value: String, forKey key: String) {
             let normalized = normalize(key)
-            if let position = positions[normalized] {
-                entries[position].value = value
-            } else {
+            guard let position = positions[normalized] else {
                 positions[normalized] = entries.count
                 entries.append(Entry(key: key, value: value))
+                return
+            }
+            entries[position].value = value
+            let kept = entries.enumerated().filter { $0.offset <= position || normalize($0.element.key) != normalized }.map(\.element)
+            if kept.count != entries.count {
+                entries = kept
+                reindex()
             }
         }
 
-        /// The value stored for `key`, or nil.
+        /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies
+        /// send every pair in order; a header sends the values joined with ", ".
+        ///
+        /// ```swift
+        /// rest.urlQueryParameters.append(value: "a", forKey: "tag")
+        /// rest.urlQueryParameters.append(value: "b", forKey: "tag") // ?tag=a&tag=b
+        /// ```
+        public mutating func append(value: String, forKey key: String) {
+            let normalized = normalize(key)
+            if positions[normalized] == nil { positions[normalized] = entries.count }
+            entries.append(Entry(key: key, value: value))
+        }
+
+        /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? {
             positions[normalize(key)].map { entries[$0].value }
         }
 
-        /// Removes the value stored for `key`, if any.
+        /// Every value stored for `key`, in order.
+        public func values(forKey key: String) -> [String] {
+            let normalized = normalize(key)
+            return entries.filter { normalize($0.key) == normalized }.map(\.value)
+        }
+
+        /// Removes every value stored for `key`.
         public mutating func removeValue(forKey key: String) {
-            guard let position = positions[normalize(key)] else { return }
-            entries.remove(at: position)
+            let normalized = normalize(key)
+            guard positions[normalized] != nil else { return }
+            entries = entries.filter { normalize($0.key) != normalized }
             reindex()
         }
 
@@ -318,9 +377,16 @@ public final class RestManager: @unchecked Sendable {
             positions = [:]
         }
 
-        /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order).
+        /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order);
+        /// the values of a repeated key are joined with ", ", as for a header.
         public func allValues() -> [String: String] {
-            Dictionary(entries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last })
+            var values: [String: String] = [:]
+            for entry in entries {
+                // Under the first spelling of the key, for keys that ignore case.
+                let key = positions[normalize(entry.key)].map { entries[$0].key } ?? entry.key
+                values[key] = values[key].map { $0 + ", " + entry.value } ?? entry.value
+            }
+            return values
         }
 
         /// All keys and values in insertion order.
@@ -371,7 +437,9 @@ public final class RestManager: @unchecked Sendable {
 
         private mutating func reindex() {
             positions = [:]
-            for (index, entry) in entries.enumerated() { positions[normalize(entry.key)] = index }
+            for (index, entry) in entries.enumerated() where positions[normalize(entry.key)] == nil {
+                positions[normalize(entry.key)] = index
+            }
         }
 
         private func joined(encoding allowed: [Bool], spaceAsPlus: Bool) -> String {
@@ -474,7 +542,11 @@ public final class RestManager: @unchecked Sendable {
         public func decode<Value: Decodable>(_ type: Value.Type = Value.self,
                                              using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
             if let error { throw error }
-            guard let data, !data.isEmpty else { throw CustomError.emptyBody(statusCode: statusCode ?? 0) }
+            guard let data, !data.isEmpty else {
+                // An empty body (a 204, say) is nil for an Optional type.
+                if let empty = (type as? EmptyBodyDecodable.Type)?.emptyBody as? Value { return empty }
+                throw CustomError.emptyBody(statusCode: statusCode ?? 0)
+            }
             do { return try decoder.decode(type, from: data) } catch {
                 throw CustomError.decodingFailed(error)
             }
@@ -484,6 +556,11 @@ public final class RestManager: @unchecked Sendable {
             try validate()
             return data ?? Data()
         }
+    }
+
+    /// Types that an empty body decodes into: `Optional`, as nil.
+    protocol EmptyBodyDecodable {
+        static var emptyBody: Self { get }
     }
 
     // MARK: - Nested types: CustomError
@@ -502,7 +579,7 @@ public final class RestManager: @unchecked Sendable {
         case bodyEncodingFailed(String)
         /// No complete answer within the timeout.
         case timedOut(URL, after: TimeInterval)
-        /// More redirects than allowed, or a redirect loop.
+        /// More redirects than `maximumRedirects` (a redirect loop ends this way too).
         case tooManyRedirects(URL, limit: Int)
         /// The request was cancelled by the caller.
         case cancelled
@@ -516,6 +593,11 @@ public final class RestManager: @unchecked Sendable {
         case emptyBody(statusCode: Int)
         /// The body did not decode; the decoder's error is kept.
         case decodingFailed(Error)
+        /// The response body grew past `maximumResponseSize`; the transfer was stopped there.
+        case responseTooLarge(limit: Int)
+        /// URLSession followed a redirect without asking the library (its redirect hook was not
+        /// called), so secrets may have gone to another origin unchecked. Please report it.
+        case unexpectedRedirect(URL)
 
         /// A sentence saying what went wrong.
         public var errorDescription: String? {
@@ -523,7 +605,7 @@ public final class RestManager: @unchecked Sendable {
             case .failedToCreateRequest:
                 return "Unable to create the URLRequest object."
             case let .invalidURL(url, reason):
-                return "Invalid URL '\(url)': \(reason)."
+                return "Invalid URL '\(Redaction.url(url))': \(reason)."
             case let .invalidHeader(name, reason):
                 return "Invalid request header '\(Encoding.printable(name))': \(reason)."
             case let .invalidTimeout(seconds):
@@ -531,9 +613,9 @@ public final class RestManager: @unchecked Sendable {
             case let .bodyEncodingFailed(reason):
                 return "The request body could not be encoded: \(reason)."
             case let .timedOut(url, seconds):
-                return "The request to \(url.absoluteString) timed out after \(seconds) s."
+                return "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s."
             case let .tooManyRedirects(url, limit):
-                return "Too many redirects (more than \(limit)) starting from \(url.absoluteString)."
+                return "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled:
                 return "The request was cancelled."
             case let .transport(error):
@@ -546,6 +628,10 @@ public final class RestManager: @unchecked Sendable {
                 return "The answer (HTTP \(code)) has no body to decode."
             case let .decodingFailed(error):
                 return "The body could not be decoded: \(error)."
+            case let .responseTooLarge(limit):
+                return "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it."
+            case let .unexpectedRedirect(url):
+                return "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
             }
         }
 
@@ -592,24 +678,14 @@ public final class RestManager: @unchecked Sendable {
             exchange?.remove(self)
         }
 
-        /// Calls the completion if it has not been called yet; returns whether it did.
-        ///
-        /// For the default callback queue the completion runs on a RestManager thread: from an
-        /// operation of `sessionQueue`, that same thread once the operation is over and the session
-        /// queue has moved on without it; otherwise a fresh one. Other queues are dispatched to.
+        /// Calls the completion on its queue if it has not been called yet; returns whether it did.
         @discardableResult
-        func deliver(_ results: Results, from sessionQueue: SessionQueue? = nil) -> Bool {
+        func deliver(_ results: Results) -> Bool {
             guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
                 defer { self.completion = nil }
                 return self.completion
             }) else { return false }
-            guard queue === RestManager.defaultCallbackQueue else {
-                queue.async { completion(results) }
-                return true
-            }
-            if sessionQueue?.runAfterCurrentOperation({ completion(results) }) != true {
-                RestManager.backgroundThread().async { completion(results) }
-            }
+            queue.async { completion(results) }
             return true
         }
 
@@ -700,70 +776,27 @@ public final class RestManager: @unchecked Sendable {
 
     /// What one call sends: the manager's state when the call was made.
     struct Snapshot: Sendable {
-        var headers = RestEntity(ignoringKeyCase: true) { didSet { content = Self.newContent() } }
-        var query = RestEntity() { didSet { content = Self.newContent() } }
-        var bodyParameters = RestEntity() { didSet { content = Self.newContent() } }
-        var body: Data? { didSet { content = Self.newContent() } }
-        var files: [MultipartBody.Part] = [] { didSet { content = Self.newContent() } }
-        /// Names the five values above: any change gives a number never used before, so equal
-        /// numbers mean equal values (0: all empty). Lets `LastRequest` recognise a repeated call.
-        private(set) var content: UInt64 = 0
+        var headers = RestEntity(ignoringKeyCase: true)
+        var query = RestEntity()
+        var bodyParameters = RestEntity()
+        var body: Data?
+        var files: [MultipartBody.Part] = []
         var timeout: TimeInterval = 60
-        var callbackQueue = RestManager.defaultCallbackQueue
+        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
         var followsRedirects = true
         var maximumRedirects = 10
+        var maximumResponseSize: Int? = 100 * 1024 * 1024
         var deduplicates = false
 
         /// The same settings without headers, parameters or body: what `getData` sends.
         func forPlainDownload() -> Snapshot {
-            var plain = Snapshot()
-            plain.timeout = timeout
-            plain.callbackQueue = callbackQueue
-            plain.followsRedirects = followsRedirects
-            plain.maximumRedirects = maximumRedirects
-            plain.deduplicates = deduplicates
+            var plain = self
+            plain.headers = RestEntity(ignoringKeyCase: true)
+            plain.query = RestEntity()
+            plain.bodyParameters = RestEntity()
+            plain.body = nil
+            plain.files = []
             return plain
-        }
-
-        private static let contentCounter = Locked<UInt64>(0)
-
-        private static func newContent() -> UInt64 {
-            contentCounter.withLock { counter in
-                counter += 1
-                return counter
-            }
-        }
-    }
-
-    /// The last request a manager built and what it was built from. The same call again (same
-    /// headers, parameters and body, URL, method and timeout: polling, refreshing, retrying)
-    /// sends it again instead of validating and encoding everything anew; any change builds afresh.
-    final class LastRequest: Sendable {
-        private struct Entry {
-            let content: UInt64
-            let url: URL
-            let method: HttpMethod
-            let timeout: TimeInterval
-            let request: URLRequest
-        }
-
-        /// Larger bodies are not kept: a finished upload must not pin megabytes.
-        static let largestKeptBody = 64 * 1024
-        private let entry = Locked<Entry?>(nil)
-
-        func request(url: URL, method: HttpMethod, snapshot: Snapshot) throws -> URLRequest {
-            let kept = entry.withLock { entry -> URLRequest? in
-                guard let entry, entry.content == snapshot.content, entry.method == method,
-                      entry.timeout == snapshot.timeout, entry.url == url else { return nil }
-                return entry.request
-            }
-            if let kept { return kept }
-            let request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
-            if request.httpBody?.count ?? 0 <= Self.largestKeptBody {
-                let built = Entry(content: snapshot.content, url: url, method: method, timeout: snapshot.timeout, request: request)
-                entry.withLock { $0 = built }
-            }
-            return request
         }
     }
 
@@ -810,6 +843,9 @@ public final class RestManager: @unchecked Sendable {
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
             if method != .get && method != .head, let body = try body(for: snapshot, headers: &headers) {
                 request.httpBody = body
+            } else {
+                // Headers that describe a body go only with one (a GET after a POST on the same manager).
+                for name in bodyHeaderNames { headers.removeValue(forKey: name) }
             }
             if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }
             if headers.value(forKey: "User-Agent") == nil { headers.add(value: userAgent, forKey: "User-Agent") }
@@ -818,10 +854,14 @@ public final class RestManager: @unchecked Sendable {
             return request
         }
 
+        /// Request headers that describe a body (Fetch's list): dropped when there is no body.
+        static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
+
         /// The body for the request, chosen by `Content-Type` (and setting it when missing).
         static func body(for snapshot: Snapshot, headers: inout RestEntity) throws -> Data? {
             let kind = ContentKind(headers.value(forKey: "Content-Type"))
-            if !snapshot.files.isEmpty || kind.isMultipart {
+            // Multipart only for files or fields to encode: a raw multipart `httpBody` goes as is.
+            if !snapshot.files.isEmpty || (kind.isMultipart && snapshot.bodyParameters.totalItems() > 0) {
                 var multipart = MultipartBody()
                 for (name, value) in snapshot.bodyParameters.orderedPairs { multipart.addField(name: name, value: value) }
                 multipart.parts += snapshot.files
@@ -853,6 +893,12 @@ public final class RestManager: @unchecked Sendable {
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
             }
+            #if canImport(FoundationNetworking)
+            if url.host?.contains(":") == true {
+                throw CustomError.invalidURL(text, reason: "FoundationNetworking cannot connect to IPv6 literal hosts "
+                                                + "(swift-corelibs-foundation #5496, error -1000); use a host name such as localhost")
+            }
+            #endif
             if query.totalItems() == 0, url.fragment == nil, let host = url.host, !host.isEmpty {
                 return url.absoluteURL // nothing to add: skip rebuilding (the common, hot case)
             }
@@ -882,16 +928,15 @@ public final class RestManager: @unchecked Sendable {
         /// Header names whose values are secrets: never shown, never sent to another host.
         static func isSensitive(headerName: String) -> Bool {
             let name = headerName.lowercased()
-            return ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name)
-                || name.contains("api-key") || name.contains("apikey") || name.contains("api_key")
-                || name.contains("token") || name.contains("secret")
+            return ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name) || Redaction.isSecretName(name)
         }
 
         static func curlCommand(for request: URLRequest, revealingSecrets: Bool) -> String {
             var parts = ["curl"]
             let method = request.httpMethod ?? "GET"
             if method == "HEAD" { parts.append("--head") } else if method != "GET" { parts.append("-X \(method)") }
-            parts.append(Encoding.shellQuoted(request.url?.absoluteString ?? ""))
+            let url = request.url?.absoluteString ?? ""
+            parts.append(Encoding.shellQuoted(revealingSecrets ? url : Redaction.url(url)))
             let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
             for (name, value) in headers {
                 let shown = !revealingSecrets && isSensitive(headerName: name) ? "<redacted>" : value
@@ -905,6 +950,44 @@ public final class RestManager: @unchecked Sendable {
                 }
             }
             return parts.joined(separator: " ")
+        }
+    }
+
+    /// Hides secrets wherever the library prints a request: URL passwords and query parameters
+    /// with secret-looking names become `<redacted>`.
+    enum Redaction {
+        /// Lower-cased names that hold secrets, as header or query parameter names.
+        static func isSecretName(_ lowercased: String) -> Bool {
+            ["token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "signature", "session"]
+                .contains { lowercased.contains($0) } || lowercased == "key" || lowercased == "auth"
+        }
+
+        /// `url` with its password and secret query values replaced by `<redacted>` (plain text
+        /// surgery: URLComponents traps on setting such a value).
+        static func url(_ text: String) -> String {
+            var rest = Substring(text)
+            var output = ""
+            if let schemeEnd = rest.range(of: "://") {
+                output += rest[..<schemeEnd.upperBound]
+                rest = rest[schemeEnd.upperBound...]
+                let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+                let authority = rest[..<authorityEnd]
+                if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                    output += authority[...colon] + "<redacted>" + authority[at...]
+                } else {
+                    output += authority
+                }
+                rest = rest[authorityEnd...]
+            }
+            guard let question = rest.firstIndex(of: "?") else { return output + rest }
+            output += rest[...question]
+            let queryEnd = rest[question...].firstIndex(of: "#") ?? rest.endIndex
+            let pairs = rest[rest.index(after: question)..<queryEnd].split(separator: "&", omittingEmptySubsequences: false).map { pair in
+                guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+                let name = String(pair[..<equals])
+                return isSecretName((name.removingPercentEncoding ?? name).lowercased()) ? name + "=<redacted>" : String(pair)
+            }
+            return output + pairs.joined(separator: "&") + rest[queryEnd...]
         }
     }
 
@@ -981,58 +1064,38 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Transport
 
-    /// The default `callbackQueue`, one instance so that it can be recognised: completions for it
-    /// run on `backgroundThread()`s instead.
-    static let defaultCallbackQueue = DispatchQueue.global(qos: .userInitiated)
+    private let stateLock = NSLock()
+    private var state = Snapshot()
+    private let transport: Transport
+    private let inFlight = Locked([SharingKey: Exchange]())
 
-    /// A private serial queue, i.e. a thread of its own whenever it has work: where the library's
-    /// own work runs. A global queue adds only about one thread a second once all of its threads
-    /// are blocked (in completions waiting for other requests, say), so work queued there can
-    /// starve for seconds (Linux).
-    static func backgroundThread() -> DispatchQueue {
-        DispatchQueue(label: "RestManager.background", qos: .userInitiated)
+    /// Runs `body` on the manager's state under its lock.
+    private func withState<Result>(_ body: (inout Snapshot) throws -> Result) rethrows -> Result {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return try body(&state)
     }
 
-    private let state = Locked(Snapshot())
-    private let transport: Transport
-    private let inFlight = Locked([String: Exchange]())
-
-    /// The one core request path: every public call ends here.
+    /// The one core request path: every public call ends here. The request is built and started
+    /// on the caller's thread, as raw URLSession's are: no queue hop before the task exists.
     private func perform(url: URL, method: HttpMethod, snapshot: Snapshot,
                          completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         let handle = RequestHandle(queue: snapshot.callbackQueue, completion: completion)
-        // Captures the transport and the in-flight table, not the manager: releasing the manager
-        // never waits for its requests, and they still finish.
-        let prepare = { @Sendable [transport, inFlight] in
-            let request: URLRequest
-            do {
-                request = try transport.lastRequest.request(url: url, method: method, snapshot: snapshot)
-            } catch {
-                handle.deliver(Results(withError: CustomError.wrap(error)))
-                return
-            }
-            if snapshot.deduplicates, method == .get || method == .head {
-                Self.startShared(request, snapshot: snapshot, transport: transport, inFlight: inFlight, handle: handle)
-            } else {
-                let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, onFinish: nil)
-                if exchange.add(handle) { exchange.start() }
-            }
+        let request: URLRequest
+        do {
+            request = try RequestBuilder.build(url: url, method: method, snapshot: snapshot)
+        } catch {
+            handle.deliver(Results(withError: CustomError.wrap(error)))
+            return handle
         }
-        // Never on the main thread, as in the tutorial (encoding a large body takes time). A caller
-        // already on a background thread (typically a completion handler starting the next
-        // request) prepares inline: one thread hand-off less per request.
-        if Thread.isMainThread {
-            RestManager.backgroundThread().async(execute: prepare)
-        } else {
-            prepare()
+        guard snapshot.deduplicates, method == .get || method == .head else {
+            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, onFinish: nil)
+            if exchange.add(handle) { exchange.start() }
+            return handle
         }
-        return handle
-    }
-
-    /// Joins an identical exchange in flight, or starts one that later callers can join.
-    private static func startShared(_ request: URLRequest, snapshot: Snapshot, transport: Transport,
-                                    inFlight: Locked<[String: Exchange]>, handle: RequestHandle) {
-        let key = deduplicationKey(request)
+        // Joins an identical exchange in flight, or starts one that later callers can join.
+        let key = SharingKey(request, snapshot)
+        let inFlight = self.inFlight
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
             let exchange = Exchange(request: request, snapshot: snapshot, transport: transport) { finished in
@@ -1045,255 +1108,76 @@ public final class RestManager: @unchecked Sendable {
             return exchange
         }
         newExchange?.start()
+        return handle
     }
 
-    private static func deduplicationKey(_ request: URLRequest) -> String {
-        let headers = (request.allHTTPHeaderFields ?? [:])
-            .map { "\($0.key.lowercased()):\($0.value)" }.sorted().joined(separator: "\n")
-        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)"
+    /// What must be equal for two requests to share one network call: the request itself and every
+    /// setting that changes its outcome or where it is delivered.
+    struct SharingKey: Hashable, Sendable {
+        let method: String
+        let url: String
+        let headers: [String]
+        let followsRedirects: Bool
+        let maximumRedirects: Int
+        let maximumResponseSize: Int?
+        let callbackQueue: ObjectIdentifier
+
+        init(_ request: URLRequest, _ snapshot: Snapshot) {
+            method = request.httpMethod ?? "GET"
+            url = request.url?.absoluteString ?? ""
+            headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
+            followsRedirects = snapshot.followsRedirects
+            maximumRedirects = snapshot.maximumRedirects
+            maximumResponseSize = snapshot.maximumResponseSize
+            callbackQueue = ObjectIdentifier(snapshot.callbackQueue)
+        }
     }
 
     /// Owns the manager's one URLSession; in-flight exchanges keep it alive after the manager is gone.
     final class Transport: Sendable {
         let session: URLSession
-        let deadlines = Deadlines()
-        let lastRequest = LastRequest()
-        /// The session's delegate queue, whose thread may run a completion after its operation (Linux).
-        let sessionQueue: SessionQueue?
+        let delegate: SessionDelegate
+        /// Where deadlines fire: a serial queue has a thread of its own whenever it has work, so
+        /// timeouts fire on time even when the global queues' threads are all blocked.
+        let timerQueue = DispatchQueue(label: "RestManager.deadlines", qos: .userInitiated)
 
-        init(maximumConnectionsPerHost: Int) {
+        init(configuration: URLSessionConfiguration) {
+            delegate = SessionDelegate()
+            // Serial on every platform: FoundationNetworking completes a task on this queue with a
+            // check-then-act that is only atomic there (a concurrent queue traps in TaskRegistry).
+            let queue = OperationQueue()
+            queue.maxConcurrentOperationCount = 1
+            queue.underlyingQueue = Self.delegateThread
+            queue.name = "RestManager.session"
+            session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+        }
+
+        /// Where every session's delegate work runs: a serial dispatch queue has a thread of its own
+        /// whenever it has work, so answers arrive even while the caller blocks every thread of the
+        /// global queues. One for the process (FoundationNetworking serialises all sessions on one
+        /// queue anyway), and never freed: `underlyingQueue` does not retain it on Linux.
+        static let delegateThread = DispatchQueue(label: "RestManager.session", qos: .userInitiated)
+
+        /// No cache (on Linux a cache plus cancellation can crash), no cookies, no stored credentials:
+        /// nothing written to disk, nothing sent that the caller did not set.
+        static func leanConfiguration(maximumConnectionsPerHost: Int) -> URLSessionConfiguration {
             let configuration = URLSessionConfiguration.ephemeral
-            // No cache (on Linux a cache plus cancellation can crash), no cookies, no stored
-            // credentials: nothing written to disk, nothing sent that the caller did not set.
             configuration.urlCache = nil
             configuration.httpCookieStorage = nil
             configuration.httpShouldSetCookies = false
-            // Also skips FoundationNetworking's per-header-line cookie parsing on Linux (~8% of a
-            // small request's CPU), which runs even without a cookie store.
+            // Also skips FoundationNetworking's cookie parsing of every header line (Linux).
             configuration.httpCookieAcceptPolicy = .never
             configuration.urlCredentialStorage = nil
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
             configuration.httpMaximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
-            // The delegate queue must be serial: FoundationNetworking completes a task on it with a
-            // check-then-act (`state != .completed`, call, mark completed) that is only atomic there;
-            // on a concurrent queue a cancel racing the answer completes a task twice and traps in
-            // TaskRegistry.remove (seen under ASan). A completion that blocks must not hold it either.
-            #if canImport(FoundationNetworking)
-            sessionQueue = SessionQueue()
-            session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: sessionQueue)
-            #else
-            sessionQueue = nil
-            session = URLSession(configuration: configuration, delegate: SessionDelegate(), delegateQueue: nil)
-            #endif
+            return configuration
         }
 
-        deinit {
-            deadlines.stop()
-            session.finishTasksAndInvalidate()
-        }
+        deinit { session.finishTasksAndInvalidate() }
     }
 
-    #if canImport(FoundationNetworking)
-    /// A serial delegate queue whose operations can leave work to run once they have returned, on
-    /// their own thread, while the queue goes on without that thread.
-    ///
-    /// URLSession calls completion handlers here, one at a time. Running the caller's completion on
-    /// this thread saves a hand-off per request (raw URLSession's speed), but a completion that
-    /// blocks must not hold every later callback of the session. So the exchange's handler leaves
-    /// the completion to `runAfterCurrentOperation`: once Foundation's operation has returned (its
-    /// task fully finished, which also keeps the next request from racing that bookkeeping),
-    /// the remaining operations pass to a fresh worker, then the completion runs. Operations still
-    /// run one at a time and in order; a completion that blocks holds up nothing.
-    final class SessionQueue: OperationQueue, @unchecked Sendable {
-        private let lock = Lock()
-        /// Operations in order; run ones are set to nil at once (they hold the session and its tasks).
-        private var pending: [(@Sendable () -> Void)?] = []
-        private var head = 0
-        /// The thread running the current operation; nil between operations.
-        private var ownerThread: pthread_t?
-        private var draining = false
-        /// Left by the current operation, run after it on its thread.
-        private var afterCurrent: [@Sendable () -> Void] = []
-
-        override init() {
-            super.init()
-            maxConcurrentOperationCount = 1
-        }
-
-        override func addOperation(_ block: @escaping @Sendable () -> Void) {
-            let starts = lock.withLock { () -> Bool in
-                pending.append(block)
-                defer { draining = true }
-                return !draining
-            }
-            if starts { startDraining() }
-        }
-
-        override func addOperation(_ operation: Operation) {
-            let box = UncheckedSendable(operation)
-            addOperation { box.value.start() }
-        }
-
-        /// From inside an operation of this queue: runs `work` on this thread once the operation
-        /// has returned and the queue has moved on without the thread. False (and `work` is not
-        /// kept) when called from any other thread.
-        func runAfterCurrentOperation(_ work: @escaping @Sendable () -> Void) -> Bool {
-            lock.withLock {
-                guard let ownerThread, pthread_equal(ownerThread, pthread_self()) != 0 else { return false }
-                afterCurrent.append(work)
-                return true
-            }
-        }
-
-        /// Call with the lock held: whether no operation is waiting (and if so, forgets the run ones).
-        private func resetIfEmpty() -> Bool {
-            guard head >= pending.count else { return false }
-            pending.removeAll(keepingCapacity: true)
-            head = 0
-            return true
-        }
-
-        /// Each drain loop on a thread of its own (see `backgroundThread()`).
-        private func startDraining() {
-            RestManager.backgroundThread().async { self.drain() }
-        }
-
-        private func drain() {
-            while true {
-                let operation = lock.withLock { () -> (@Sendable () -> Void)? in
-                    guard !resetIfEmpty() else {
-                        draining = false
-                        ownerThread = nil
-                        return nil
-                    }
-                    if head >= 64, head * 2 >= pending.count { // keep the array from growing under steady load
-                        pending.removeFirst(head)
-                        head = 0
-                    }
-                    defer { pending[head] = nil; head += 1 }
-                    ownerThread = pthread_self()
-                    return pending[head]
-                }
-                guard let operation else { return }
-                operation()
-                // Work left by the operation: hand the queue on (or leave it idle), then run the work.
-                let (leftWork, handsOn) = lock.withLock { () -> ([@Sendable () -> Void], Bool) in
-                    guard !afterCurrent.isEmpty else { return ([], false) }
-                    defer { afterCurrent = [] }
-                    ownerThread = nil
-                    draining = !resetIfEmpty()
-                    return (afterCurrent, draining)
-                }
-                guard !leftWork.isEmpty else { continue }
-                if handsOn { startDraining() }
-                for work in leftWork { work() }
-                return
-            }
-        }
-    }
-    #else
-    /// Apple platforms keep URLSession's own delegate queue; completions are always dispatched.
-    final class SessionQueue: Sendable {
-        func runAfterCurrentOperation(_ work: @escaping @Sendable () -> Void) -> Bool { false }
-    }
-    #endif
-
-    /// Every deadline of one transport on one dispatch timer, armed for the earliest. A timer per
-    /// request would wake libdispatch's timer thread twice per request (arm and cancel); here a
-    /// steady stream of requests with the same timeout never touches the timer at all.
-    final class Deadlines: @unchecked Sendable {
-        private let lock = Lock()
-        // A thread of its own (see `backgroundThread()`): deadlines fire even when a global queue's
-        // threads are all blocked.
-        private let timer = DispatchSource.makeTimerSource(queue: RestManager.backgroundThread())
-        private var waiting: [UInt64: Exchange] = [:]
-        /// Binary min-heap of (deadline, ticket); tickets no longer waiting are dropped lazily.
-        private var heap: [(deadline: UInt64, ticket: UInt64)] = []
-        private var nextTicket: UInt64 = 0
-        private var armedFor = UInt64.max
-
-        init() {
-            timer.schedule(deadline: .distantFuture)
-            // The handler keeps this object alive until `stop()` cancels the timer.
-            timer.setEventHandler { self.fire() }
-            timer.resume()
-        }
-
-        /// Registers `exchange` to be told when `seconds` have passed; returns its ticket.
-        func add(_ exchange: Exchange, after seconds: TimeInterval) -> UInt64 {
-            let now = DispatchTime.now().uptimeNanoseconds
-            let deadline = now + UInt64(min(seconds, 1e9) * 1e9) // a billion seconds is "never"
-            return lock.withLock {
-                nextTicket += 1
-                waiting[nextTicket] = exchange
-                push((deadline, nextTicket))
-                if deadline < armedFor { arm(deadline) }
-                return nextTicket
-            }
-        }
-
-        /// Forgets a ticket (the exchange finished); unknown tickets are ignored.
-        func remove(_ ticket: UInt64) {
-            lock.withLock {
-                waiting[ticket] = nil
-                dropStaleTop()
-            }
-        }
-
-        func stop() { timer.cancel() }
-
-        private func fire() {
-            let now = DispatchTime.now().uptimeNanoseconds
-            let due = lock.withLock { () -> [Exchange] in
-                var due: [Exchange] = []
-                while let top = heap.first, top.deadline <= now {
-                    popTop()
-                    if let exchange = waiting.removeValue(forKey: top.ticket) { due.append(exchange) }
-                }
-                dropStaleTop()
-                armedFor = .max
-                if let next = heap.first { arm(next.deadline) }
-                return due
-            }
-            for exchange in due { exchange.deadlinePassed() }
-        }
-
-        /// Call with the lock held.
-        private func arm(_ deadline: UInt64) {
-            armedFor = deadline
-            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
-        }
-
-        private func dropStaleTop() {
-            while let top = heap.first, waiting[top.ticket] == nil { popTop() }
-        }
-
-        private func push(_ entry: (deadline: UInt64, ticket: UInt64)) {
-            heap.append(entry)
-            var child = heap.count - 1
-            while child > 0, heap[(child - 1) / 2].deadline > heap[child].deadline {
-                heap.swapAt(child, (child - 1) / 2)
-                child = (child - 1) / 2
-            }
-        }
-
-        private func popTop() {
-            heap.swapAt(0, heap.count - 1)
-            heap.removeLast()
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1, right = left + 1
-                var smallest = parent
-                if left < heap.count, heap[left].deadline < heap[smallest].deadline { smallest = left }
-                if right < heap.count, heap[right].deadline < heap[smallest].deadline { smallest = right }
-                guard smallest != parent else { return }
-                heap.swapAt(parent, smallest)
-                parent = smallest
-            }
-        }
-    }
-
-    /// One request on the wire: its redirects, its deadline, and the handles waiting for it.
+    /// One request on the wire: its redirects, its deadline, its body as it arrives, and the
+    /// handles waiting for it.
     final class Exchange: @unchecked Sendable {
         private let lock = Lock()
         private let transport: Transport
@@ -1301,13 +1185,16 @@ public final class RestManager: @unchecked Sendable {
         private let timeout: TimeInterval
         private let followsRedirects: Bool
         private let maximumRedirects: Int
+        private let maximumResponseSize: Int?
         private let onFinish: (@Sendable (Exchange) -> Void)?
         private var handles: [RequestHandle] = []
         private var task: URLSessionDataTask?
-        private var deadlineTicket: UInt64?
+        private var timer: DispatchSourceTimer?
         private var redirectCount = 0
         private var finished = false
         private var request: URLRequest
+        private var body = Data()
+        private var redirectHookRan = false
 
         init(request: URLRequest, snapshot: Snapshot, transport: Transport,
              onFinish: (@Sendable (Exchange) -> Void)?) {
@@ -1317,6 +1204,7 @@ public final class RestManager: @unchecked Sendable {
             self.timeout = snapshot.timeout
             self.followsRedirects = snapshot.followsRedirects
             self.maximumRedirects = max(0, snapshot.maximumRedirects)
+            self.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
             self.onFinish = onFinish
         }
 
@@ -1330,19 +1218,21 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func start() {
-            guard !lock.withLock({ finished }) else { return } // cancelled before it started
-            let ticket = transport.deadlines.add(self, after: timeout)
-            let stillRunning = lock.withLock { () -> Bool in
+            let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
+            // A billion seconds is "never", and keeps the arithmetic in range.
+            timer.schedule(deadline: .now() + min(timeout, 1e9))
+            timer.setEventHandler { [weak self] in self?.deadlinePassed() }
+            timer.resume()
+            let running = lock.withLock { () -> Bool in
                 guard !finished else { return false }
-                deadlineTicket = ticket
+                self.timer = timer
                 return true
             }
-            guard stillRunning else { return transport.deadlines.remove(ticket) }
+            guard running else { return timer.cancel() } // cancelled before it started
             send(request)
         }
 
-        /// Called by `Deadlines` when the timeout has passed.
-        func deadlinePassed() {
+        private func deadlinePassed() {
             finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
         }
 
@@ -1360,39 +1250,63 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func send(_ request: URLRequest) {
-            let task = transport.session.dataTask(with: request) { data, response, error in
-                self.received(data: data, response: response, error: error)
-            }
+            let task = transport.session.dataTask(with: request)
+            transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
                 self.task = task
+                body = Data()
                 return true
             }
-            // A task created but never resumed would stay in the session forever, holding this
-            // exchange (and the session) alive: discard it.
+            // A task created but never resumed would stay in the session forever: discard it.
             if started { task.resume() } else { cancelLater(task) }
         }
 
-        private func received(data: Data?, response: URLResponse?, error: Error?) {
-            // This task has completed, so nothing may cancel it any more. Its state still says
-            // `.running` while its completion handler runs (Linux), so clear it here rather than
-            // let `release` queue a cancel per request (an extra delegate-queue wake-up each time).
-            let completedTask = lock.withLock { () -> URLSessionDataTask? in
-                defer { task = nil }
-                return task
+        // Called by the session delegate, on the session's delegate queue, one at a time.
+
+        func redirectHookCalled() { lock.withLock { redirectHookRan = true } }
+
+        func received(response: URLResponse, from task: URLSessionDataTask) {
+            lock.withLock {
+                guard task === self.task, !finished else { return }
+                // The announced length (compressed bytes, if any) is a good first guess for the size.
+                let expected = response.expectedContentLength
+                if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(maximumResponseSize ?? 64 << 20)))) }
             }
+        }
+
+        func received(data: Data, from task: URLSessionDataTask) {
+            let tooLarge = lock.withLock { () -> Int? in
+                guard task === self.task, !finished else { return nil }
+                // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body
+                // cannot grow past the limit in memory.
+                if let limit = maximumResponseSize, body.count + data.count > limit { return limit }
+                body.append(data)
+                return nil
+            }
+            if let tooLarge { finish(Results(withError: CustomError.responseTooLarge(limit: tooLarge))) }
+        }
+
+        func completed(_ task: URLSessionTask, error: Error?) {
+            let state = lock.withLock { () -> (body: Data, hookRan: Bool)? in
+                guard task === self.task, !finished else { return nil }
+                // Completed: nothing may cancel it any more.
+                self.task = nil
+                defer { body = Data() }
+                return (body, redirectHookRan)
+            }
+            guard let (data, hookRan) = state else { return }
             if let error {
                 let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
                 switch urlError.code {
                 case .cancelled:
-                    // The session delegate cancels HTTP auth challenges (Linux would wait forever);
-                    // the 401 is then in the task's response. A cancel of ours finished already.
-                    let taskResponse = response ?? completedTask?.response
-                    if let http = taskResponse as? HTTPURLResponse, http.statusCode == 401 {
-                        return finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil),
-                                      onSessionQueue: true)
+                    // Nobody here cancelled it (that finishes the exchange first): the session
+                    // delegate declined an authentication challenge, whose answer (401, 407) is
+                    // in the task's response.
+                    if let http = task.response as? HTTPURLResponse {
+                        return finish(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
                     }
-                    return finish(Results(withError: CustomError.cancelled))
+                    return finish(Results(withError: CustomError.transport(urlError)))
                 case .timedOut:
                     return finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
                 case .httpTooManyRedirects:
@@ -1401,19 +1315,25 @@ public final class RestManager: @unchecked Sendable {
                     return finish(Results(withError: CustomError.transport(urlError)))
                 }
             }
-            guard let http = response as? HTTPURLResponse else {
+            guard let http = task.response as? HTTPURLResponse else {
                 return finish(Results(withError: CustomError.invalidResponse))
+            }
+            // URLSession must never follow a redirect itself (secrets would go to another origin
+            // unchecked); if an SDK ever stops calling the hook, fail loudly instead of silently.
+            if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url, original != current {
+                return finish(Results(withError: CustomError.unexpectedRedirect(current)))
             }
             if followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
                let location = http.value(forHTTPHeaderField: "Location") {
                 return redirect(from: http, to: location)
             }
-            finish(Results(withData: data ?? Data(), response: Response(fromURLResponse: http), error: nil), onSessionQueue: true)
+            finish(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
 
         private func redirect(from response: HTTPURLResponse, to location: String) {
             let (current, hops) = lock.withLock { () -> (URLRequest, Int) in
                 redirectCount += 1
+                redirectHookRan = false
                 return (request, redirectCount)
             }
             guard hops <= maximumRedirects else {
@@ -1428,13 +1348,13 @@ public final class RestManager: @unchecked Sendable {
             var next = current
             next.url = target
             let method = current.httpMethod ?? "GET"
+            // RFC 9110 §15.4 as browsers do it: 303 makes everything but HEAD a GET; 301/302 only POST.
             let becomesGet = response.statusCode == 303 ? method != "HEAD"
                 : (response.statusCode == 301 || response.statusCode == 302) && method == "POST"
             if becomesGet {
                 next.httpMethod = "GET"
                 next.httpBody = nil
-                next.setValue(nil, forHTTPHeaderField: "Content-Type")
-                next.setValue(nil, forHTTPHeaderField: "Content-Length")
+                for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] { next.setValue(nil, forHTTPHeaderField: name) }
             }
             if !Self.sameOrigin(currentURL, target) {
                 for name in (current.allHTTPHeaderFields ?? [:]).keys where RequestBuilder.isSensitive(headerName: name) {
@@ -1445,40 +1365,37 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// Ends the exchange once. `onSessionQueue`: called by the task's own completion handler,
-        /// so a single waiting completion may run on this thread once Foundation's operation is over.
-        private func finish(_ results: Results, onSessionQueue: Bool = false) {
+        /// Ends the exchange once and delivers `results` to every waiting handle.
+        private func finish(_ results: Results) {
             let outcome: (waiting: [RequestHandle], resources: Resources)? = lock.withLock {
                 guard !finished else { return nil }
                 finished = true
-                defer { handles = [] }
+                defer { handles = []; body = Data() }
                 return (handles, takeResources())
             }
             guard let outcome else { return }
             release(outcome.resources)
             onFinish?(self)
-            let sessionQueue = onSessionQueue && outcome.waiting.count == 1 ? transport.sessionQueue : nil
-            for handle in outcome.waiting { handle.deliver(results, from: sessionQueue) }
+            for handle in outcome.waiting { handle.deliver(results) }
         }
 
-        private typealias Resources = (task: URLSessionDataTask?, deadlineTicket: UInt64?)
+        private typealias Resources = (task: URLSessionDataTask?, timer: DispatchSourceTimer?)
 
         /// Hands over the task and the deadline; call with the lock held.
         private func takeResources() -> Resources {
-            defer { task = nil; deadlineTicket = nil }
-            return (task, deadlineTicket)
+            defer { task = nil; timer = nil }
+            return (task, timer)
         }
 
-        /// Outside the lock: forgets the deadline and cancels the task unless it has completed.
+        /// Outside the lock: stops the deadline and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
-            if let ticket = resources.deadlineTicket { transport.deadlines.remove(ticket) }
-            if let task = resources.task, task.state != .completed { cancelLater(task) }
+            resources.timer?.cancel()
+            if let task = resources.task { cancelLater(task) }
         }
 
         /// Cancels outside every lock, on the session's delegate queue: on Linux `cancel()` hops
         /// synchronously onto the session's queue, and a cancel that overtakes the redirect
-        /// decision traps in FoundationNetworking ("Received callback for HTTP redirection, but
-        /// we're not waiting for it"); the delegate queue orders the two.
+        /// decision traps in FoundationNetworking; the delegate queue orders the two.
         private func cancelLater(_ task: URLSessionDataTask) {
             transport.session.delegateQueue.addOperation { task.cancel() }
         }
@@ -1494,14 +1411,39 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Handles only redirects and challenges; data arrives through completion handlers.
-    final class SessionDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    /// The session's delegate: hands each task's events to its exchange, declines URLSession's own
+    /// redirects (the exchange follows them, identically on every platform) and challenges.
+    final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+        private let exchanges = Locked([Int: Exchange]())
+
+        func register(_ exchange: Exchange, for task: URLSessionTask) {
+            exchanges.withLock { $0[task.taskIdentifier] = exchange }
+        }
+
+        private func exchange(for task: URLSessionTask) -> Exchange? {
+            exchanges.withLock { $0[task.taskIdentifier] }
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+            exchange(for: dataTask)?.received(response: response, from: dataTask)
+            completionHandler(.allow)
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            exchange(for: dataTask)?.received(data: data, from: dataTask)
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+            exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.completed(task, error: error)
+        }
+
         func urlSession(_ session: URLSession, task: URLSessionTask,
                         willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
                         completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-            // The exchange follows redirects itself, identically on every platform. A task that was
-            // cancelled before this call (cancels run on this same queue) is not answered: on Linux
-            // the answer would reach a task no longer waiting for it, and that traps.
+            exchange(for: task)?.redirectHookCalled()
+            // A task cancelled before this call (cancels run on this same queue) is not answered:
+            // on Linux the answer would reach a task no longer waiting for it, and that traps.
             guard task.state == .running else { return }
             completionHandler(nil)
         }
@@ -1509,8 +1451,8 @@ public final class RestManager: @unchecked Sendable {
         func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
                         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
             #if canImport(FoundationNetworking)
-            // Swift 6.3.1 on Linux never completes a 401 Basic challenge otherwise; the 401 is
-            // read back from the task's response. (TLS is verified by libcurl there, never here.)
+            // Linux never completes a 401 or 407 challenge otherwise; the exchange reads the answer
+            // back from the task's response. (TLS is verified by libcurl there, never here.)
             completionHandler(.cancelAuthenticationChallenge, nil)
             #else
             // TLS validation and a 401 without credentials both stay Foundation's job here.
@@ -1523,9 +1465,12 @@ public final class RestManager: @unchecked Sendable {
 
     /// Runs a completion-handler call as `async`, cancelling it when the surrounding Task is cancelled.
     /// The handle's completion runs once, so the continuation resumes exactly once.
+    /// A Task already cancelled gets `cancelled` at once: nothing is sent.
     private func withCancellableHandle<Value: Sendable>(
+        cancelled: Value,
         _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Value) -> Void) -> RequestHandle
     ) async -> Value {
+        if Task.isCancelled { return cancelled }
         let slot = Locked(HandleSlot())
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
@@ -1561,12 +1506,6 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Carries a value the compiler cannot check across a concurrency boundary; the caller vouches.
-    struct UncheckedSendable<Value>: @unchecked Sendable {
-        let value: Value
-        init(_ value: Value) { self.value = value }
-    }
-
     /// A value behind a `Lock`.
     final class Locked<Value>: @unchecked Sendable {
         private let lock = Lock()
@@ -1578,4 +1517,8 @@ public final class RestManager: @unchecked Sendable {
             try lock.withLock { try body(&value) }
         }
     }
+}
+
+extension Optional: RestManager.EmptyBodyDecodable {
+    static var emptyBody: Optional { nil }
 }

@@ -66,6 +66,10 @@ final class CancellationTests: MockServerTestCase {
         }
         let results = await task.value
         XCTAssertTrue(cancelled(results))
+        // A request sent after it arrives after it: the server saw only that one.
+        let sentinel = await rest.makeRequest(toURL: url("/_test/status/201"), withHttpMethod: .get)
+        XCTAssertEqual(sentinel.statusCode, 201)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/status/201"])
     }
 
     func testThrowingAPIThrowsCancellation() async throws {

@@ -3,11 +3,11 @@ import Foundation
 import FoundationNetworking
 #endif
 import XCTest
-@testable import RestManager
+import RestManager
 
-/// A call repeated with nothing changed sends the request built for the previous one again
-/// (`LastRequest`); every change between calls must still reach the server.
-final class RequestReuseTests: MockServerTestCase {
+/// The manager's state persists between calls: a repeated call sends the same request again, and
+/// every change between calls reaches the server.
+final class RepeatedCallTests: MockServerTestCase {
     func testARepeatedCallSendsTheSameRequestAgain() throws {
         rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
         rest.urlQueryParameters.add(value: "1", forKey: "page")
@@ -49,39 +49,5 @@ final class RequestReuseTests: MockServerTestCase {
         XCTAssertEqual(try echo(send(.post, "/_test/echo?extra=1")).rawQuery, "extra=1&page=2")
         XCTAssertEqual(try echo(send(.put, "/_test/echo")).method, "PUT")
         XCTAssertEqual(try echo(send(.post, "/_test/echo")).method, "POST")
-    }
-
-    func testReuseNeedsTheSameStateURLMethodAndTimeout() throws {
-        let reuse = RestManager.LastRequest()
-        let target = url("/_test/echo")
-        var snapshot = RestManager.Snapshot()
-        snapshot.bodyParameters.add(value: "1", forKey: "a")
-        let first = try reuse.request(url: target, method: .post, snapshot: snapshot)
-        XCTAssertEqual(first.timeoutInterval, 61) // 60 s, plus Foundation's second (see build)
-        XCTAssertEqual(try reuse.request(url: target, method: .post, snapshot: snapshot), first)
-
-        var longer = snapshot
-        longer.timeout = 120 // as `makeRequest(…, timeoutInterval: 120)` does for one call
-        XCTAssertEqual(try reuse.request(url: target, method: .post, snapshot: longer).timeoutInterval, 121)
-        XCTAssertEqual(try reuse.request(url: target, method: .post, snapshot: snapshot).timeoutInterval, 61)
-
-        var changed = snapshot
-        changed.bodyParameters.add(value: "2", forKey: "a")
-        XCTAssertNotEqual(changed.content, snapshot.content)
-        XCTAssertEqual(try reuse.request(url: target, method: .post, snapshot: changed).httpBody, Data(#"{"a":"2"}"#.utf8))
-        // A copy that was changed back to equal values is still a change: numbers are never reused.
-        changed.bodyParameters.add(value: "1", forKey: "a")
-        XCTAssertNotEqual(changed.content, snapshot.content)
-        XCTAssertEqual(try reuse.request(url: target, method: .post, snapshot: changed).httpBody, Data(#"{"a":"1"}"#.utf8))
-        XCTAssertEqual(RestManager.Snapshot().content, RestManager.Snapshot().content) // both empty
-    }
-
-    func testAnInvalidCallIsNotKeptAndStaysAnError() {
-        let reuse = RestManager.LastRequest()
-        var snapshot = RestManager.Snapshot()
-        snapshot.headers.add(value: "x", forKey: "Bad Name")
-        for _ in 0..<2 {
-            XCTAssertThrowsError(try reuse.request(url: url("/_test/echo"), method: .get, snapshot: snapshot))
-        }
     }
 }

@@ -1,0 +1,82 @@
+import Foundation
+import XCTest
+import RestManager
+
+/// `maximumResponseSize`: bodies are counted as they arrive (decoded), and the transfer stops at the limit.
+final class ResponseSizeLimitTests: MockServerTestCase {
+    private func tooLarge(_ results: RestManager.Results) -> Int? {
+        guard case .responseTooLarge(let limit) = results.error as? RestManager.CustomError else { return nil }
+        return limit
+    }
+
+    func testTheDefaultIsOneHundredMebibytes() {
+        XCTAssertEqual(RestManager().maximumResponseSize, 104_857_600)
+    }
+
+    func testABodyPastTheLimitFailsAndOneAtTheLimitArrives() {
+        rest.maximumResponseSize = 1000
+        XCTAssertEqual(tooLarge(send(.get, "/_test/bytes/1001")), 1000)
+        let atLimit = send(.get, "/_test/bytes/1000")
+        XCTAssertNil(atLimit.error)
+        XCTAssertEqual(atLimit.data, Data((0..<1000).map { UInt8($0 % 251) }))
+        rest.maximumResponseSize = nil
+        XCTAssertEqual(send(.get, "/_test/bytes/3000000").data?.count, 3_000_000)
+        rest.maximumResponseSize = 0
+        XCTAssertEqual(tooLarge(send(.get, "/_test/bytes/1")), 0)
+        XCTAssertNil(send(.get, "/_test/bytes/0").error)
+    }
+
+    func testTheMessageNamesTheProperty() {
+        XCTAssertEqual(RestManager.CustomError.responseTooLarge(limit: 5).localizedDescription,
+                       "The response body is larger than 5 bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it.")
+    }
+
+    /// The first half of the body arrives, then the server stalls for 30 s: only a transfer stopped
+    /// at the limit (not after the whole body) can fail before the 10 s timeout.
+    func testTheTransferStopsAtTheLimitNotAtTheEnd() {
+        rest.maximumResponseSize = 100_000
+        let started = Date()
+        let results = send(.get, "/_test/stall?bytes=1048576&seconds=30")
+        XCTAssertEqual(tooLarge(results), 100_000, "\(String(describing: results.error))")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+    }
+
+    func testInMemoryDownloadsObeyIt() async throws {
+        let rest = try XCTUnwrap(self.rest)
+        rest.maximumResponseSize = 10
+        do {
+            _ = try await rest.data(fromURL: url("/_test/bytes/11"))
+            XCTFail("no error")
+        } catch RestManager.CustomError.responseTooLarge(let limit) {
+            XCTAssertEqual(limit, 10)
+        }
+        let nothing = await rest.getData(fromURL: url("/_test/bytes/11"))
+        XCTAssertNil(nothing)
+        let ten = await rest.getData(fromURL: url("/_test/bytes/10"))
+        XCTAssertEqual(ten?.count, 10)
+    }
+
+    /// A gzip body of about 2 MB that expands to 256 MiB, under a limit of 8 MiB: only counting
+    /// the expanded bytes catches it, and memory then stays near the limit.
+    func testAGzipBombCostsNoMoreThanTheLimit() throws {
+        rest.maximumResponseSize = 8 << 20
+        #if os(Linux)
+        // Resets the process's peak resident size (VmHWM), so that the peak of this test can be read.
+        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+        let peakBefore = try peakResidentBytes()
+        #endif
+        let results = send(.get, "/_test/gzip-bomb/268435456")
+        XCTAssertEqual(tooLarge(results), 8 << 20, "\(String(describing: results.error))")
+        #if os(Linux)
+        let growth = try peakResidentBytes() - peakBefore
+        XCTAssertLessThan(growth, 48 << 20, "peak memory grew by \(growth >> 20) MiB")
+        #endif
+    }
+
+    private func peakResidentBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+        let kilobytes = try XCTUnwrap(Int(line.split(separator: " ").dropFirst().first ?? ""))
+        return kilobytes * 1024
+    }
+}
