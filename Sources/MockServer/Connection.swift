@@ -13,6 +13,8 @@ enum Reply {
     case close
     /// Never answer: keep the connection until the client goes away or the server stops.
     case hang
+    /// A test's own answer (stub or queued), with its delay, throttle or fault.
+    case stub(MockServer.Response)
 }
 
 struct Connection {
@@ -96,18 +98,70 @@ struct Connection {
             _ = write(bytes[...])
             return false
         case .hang:
-            var sink: [UInt8] = []
-            var scratch = [UInt8](repeating: 0, count: 4096)
-            while Socket.poll([descriptor], wake: wake, timeout: nil) == .ready {
-                sink.removeAll(keepingCapacity: true)
-                if Socket.read(descriptor, into: &sink, scratch: &scratch) <= 0 { break }
-            }
+            holdUntilTheClientLeaves()
             return false
+        case .stub(let stub):
+            return write(stub, keepAlive: parsed.keepAlive && stub.fault == nil, includeBody: parsed.method != "HEAD")
         case .response(let response):
             let keepAlive = parsed.keepAlive && !response.closeAfter
             guard write(response, keepAlive: keepAlive, includeBody: parsed.method != "HEAD") else { return false }
             return keepAlive
         }
+    }
+
+    /// Reads and drops whatever the client sends until it goes away or the server stops.
+    private func holdUntilTheClientLeaves() {
+        var sink: [UInt8] = []
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while Socket.poll([descriptor], wake: wake, timeout: nil) == .ready {
+            sink.removeAll(keepingCapacity: true)
+            if Socket.read(descriptor, into: &sink, scratch: &scratch) <= 0 { break }
+        }
+    }
+
+    /// A test's answer: after its delay, misbehaving as its fault says, the body throttled or chunked
+    /// as asked. Returns whether the connection stays open.
+    private func write(_ stub: MockServer.Response, keepAlive: Bool, includeBody: Bool) -> Bool {
+        if stub.delay > 0 && !server.pause(seconds: stub.delay) { return false }
+        switch stub.fault {
+        case .closeWithoutResponse?: return false
+        case .resetConnection?:
+            Socket.resetOnClose(descriptor)
+            return false
+        case .noResponse?:
+            holdUntilTheClientLeaves()
+            return false
+        case .closeAfterHeaders?, .closeMidBody?, nil: break
+        }
+        let head = HTTPResponse(status: stub.status, headers: stub.headers, body: Array(stub.body))
+        guard write(head.serialized(keepAlive: keepAlive, includeBody: false)[...]) else { return false }
+        guard includeBody, head.allowsBody else { return keepAlive }
+        var body = Array(stub.body)
+        if stub.isChunked {
+            // Pieces of up to 4 KiB, so that a client sees several chunks.
+            body = stride(from: 0, to: body.count, by: 4096).flatMap { start -> [UInt8] in
+                let piece = body[start..<min(body.count, start + 4096)]
+                return Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10]
+            } + Array("0\r\n\r\n".utf8)
+        }
+        switch stub.fault {
+        case .closeAfterHeaders?: return false
+        case .closeMidBody?:
+            _ = write(body[..<(body.count / 2)])
+            return false
+        default: break
+        }
+        guard let rate = stub.bytesPerSecond, rate > 0 else { return write(body[...]) && keepAlive }
+        // About ten pieces a second.
+        let piece = max(1, rate / 10)
+        var offset = 0
+        while offset < body.count {
+            let end = min(body.count, offset + piece)
+            guard write(body[offset..<end]) else { return false }
+            offset = end
+            if offset < body.count, !server.pause(seconds: Double(piece) / Double(rate)) { return false }
+        }
+        return keepAlive
     }
 
     private func write(_ response: HTTPResponse, keepAlive: Bool, includeBody: Bool) -> Bool {

@@ -392,12 +392,16 @@ struct HTTPResponse {
         self.init(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: Array(json.utf8))
     }
 
-    /// Head (and body unless `includeBody` is false) as bytes.
+    /// Whether this status may carry a body (not 1xx, 204 or 304).
+    var allowsBody: Bool { !(status == 204 || status == 304 || (100..<200).contains(status)) }
+
+    /// Head (and body unless `includeBody` is false) as bytes. `Content-Length` is added unless
+    /// given, or the headers say `Transfer-Encoding` (the body is then framed by the caller).
     func serialized(keepAlive: Bool, includeBody: Bool) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nDate: \(Self.httpDate())\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        let hasBody = !(status == 204 || status == 304 || (100..<200).contains(status))
-        if hasBody && !headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+        let hasBody = allowsBody
+        if hasBody && !headers.contains(where: { ["content-length", "transfer-encoding"].contains($0.name.lowercased()) }) {
             head += "Content-Length: \(generatedBodyLength ?? body.count)\r\n"
         }
         head += "Connection: \(keepAlive ? "keep-alive" : "close")\r\n\r\n"

@@ -51,9 +51,12 @@ public final class MockServer: @unchecked Sendable {
         public var minimumBodyBytesPerSecond = 1024
         /// Whether requests are kept for `receivedRequests` (turn off for benchmarks and long runs).
         public var recordsRequests = true
-        /// How many of the most recent requests `receivedRequests` keeps, so that a long-running
-        /// server's memory stays bounded.
+        /// How many of the most recent requests `receivedRequests` (and `takeRequest`) keep, so that
+        /// a long-running server's memory stays bounded.
         public var maximumRecordedRequests = 10_000
+        /// Whether the reqres.in routes and `/_test/` endpoints answer what no stub or queued answer
+        /// does; when false such requests get 404 with a JSON body naming method and path.
+        public var servesReqres = true
 
         /// The defaults.
         public init() {}
@@ -86,9 +89,13 @@ public final class MockServer: @unchecked Sendable {
     private let requestArrived = NSCondition()
     private var builtCatalogue: ReqresAPI.Catalogue?
 
+    /// Stubs, queued answers and requests not yet taken (see `stub`, `enqueue`, `takeRequest`).
+    let testKit: TestKit
+
     /// Creates a stopped server.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        testKit = TestKit(maximumUntaken: configuration.maximumRecordedRequests)
     }
 
     deinit { stop() }
@@ -177,8 +184,13 @@ public final class MockServer: @unchecked Sendable {
         return true
     }
 
-    /// Forgets the recorded requests.
-    public func clearReceivedRequests() { lock.lock(); records = []; lock.unlock() }
+    /// Forgets the recorded requests (those `takeRequest` has not taken too).
+    public func clearReceivedRequests() {
+        lock.lock()
+        records = []
+        lock.unlock()
+        testKit.reset()
+    }
 
     /// How many connections are open now (not counting those closed to make room and still ending).
     public var openConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return openConnections.values.filter { !$0.evicted }.count }
@@ -207,6 +219,7 @@ public final class MockServer: @unchecked Sendable {
         lock.lock()
         handledCount += 1
         if configuration.recordsRequests {
+            testKit.received(request)
             records.append(request)
             // Trimmed in batches, so recording stays O(1) per request.
             let limit = max(0, configuration.maximumRecordedRequests)

@@ -4,6 +4,13 @@ import Foundation
 
 enum Routes {
     static func reply(to request: ReceivedRequest, server: MockServer) -> Reply {
+        if let answer = server.testKit.answer(for: request) { return .stub(answer) }
+        guard server.configuration.servesReqres else {
+            let message = "no stub matches \(request.method) \(request.path)"
+            return .response(ReqresAPI.json(404, JSONText.object([("error", JSONText.string(message)),
+                                                                   ("method", JSONText.string(request.method)),
+                                                                   ("path", JSONText.string(request.path))])))
+        }
         if request.path == "/api" || request.path.hasPrefix("/api/") {
             return ReqresAPI.reply(to: request, server: server)
         }

@@ -160,6 +160,12 @@ enum Socket {
         if descriptor >= 0 { _ = systemClose(descriptor) }
     }
 
+    /// Makes the coming close send a TCP RST instead of a FIN.
+    static func resetOnClose(_ descriptor: Int32) {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
     /// Ends both directions: the connection's own thread sees the end and closes it.
     static func shutdownBoth(_ descriptor: Int32) {
         _ = shutdown(descriptor, Int32(SHUT_RDWR))

@@ -52,6 +52,22 @@ enum Clock {
         return micro(usage.ru_utime) + micro(usage.ru_stime)
     }
 
+    /// Resident set size now, in bytes (Linux; 0 elsewhere).
+    static func residentBytes() -> Int {
+        statusField("VmRSS:").map { $0 * 1024 } ?? 0
+    }
+
+    /// Threads of this process now (Linux; 0 elsewhere).
+    static func threadCount() -> Int {
+        statusField("Threads:") ?? 0
+    }
+
+    private static func statusField(_ name: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return nil }
+        return line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap { Int($0) }
+    }
+
     /// Peak resident set size in bytes.
     static func peakResidentBytes() -> Int {
         var usage = rusage()
@@ -81,15 +97,21 @@ final class ClosedLoop: @unchecked Sendable {
         latencies = [UInt64](repeating: 0, count: count)
     }
 
-    static func measure(_ sender: @escaping Sender, inFlight: Int, count: Int) -> Sample {
-        ClosedLoop(sender: sender, count: count).run(inFlight: inFlight)
+    /// `spinningMainRunLoop`: called on the main thread, which keeps running the main run loop
+    /// (and so the main queue) while it waits, as an app's main thread does.
+    static func measure(_ sender: @escaping Sender, inFlight: Int, count: Int, spinningMainRunLoop: Bool = false) -> Sample {
+        ClosedLoop(sender: sender, count: count).run(inFlight: inFlight, spinning: spinningMainRunLoop)
     }
 
-    private func run(inFlight: Int) -> Sample {
+    private func run(inFlight: Int, spinning: Bool) -> Sample {
         let cpuStart = Clock.cpuMicroseconds()
         let start = Clock.nanoseconds()
         for _ in 0..<min(inFlight, count) { launch() }
-        finished.wait()
+        if spinning {
+            while finished.wait(timeout: .now()) == .timedOut { _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.001)) }
+        } else {
+            finished.wait()
+        }
         let elapsed = Double(Clock.nanoseconds() - start) / 1e9
         let cpu = Clock.cpuMicroseconds() - cpuStart
         let sorted = latencies.sorted()
@@ -157,5 +179,30 @@ func compare(scenario: String, inFlight: Int, count: Int, rounds: Int,
                    cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
                    ratioToRaw: ratios[client.name].map(Statistics.median),
                    failures: runs.map(\.failures).reduce(0, +))
+    }
+}
+
+/// Samples the process's thread count every millisecond until stopped; returns the peak.
+final class PeakThreads: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = Clock.threadCount()
+    private var running = true
+    private let stopped = DispatchSemaphore(value: 0)
+
+    init() {
+        Thread { [self] in
+            while lock.withLock({ running }) {
+                let now = Clock.threadCount()
+                lock.withLock { peak = max(peak, now) }
+                usleep(1000)
+            }
+            stopped.signal()
+        }.start()
+    }
+
+    func stop() -> Int {
+        lock.withLock { running = false }
+        stopped.wait()
+        return lock.withLock { peak }
     }
 }

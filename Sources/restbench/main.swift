@@ -186,13 +186,17 @@ for (inFlight, count) in [(1, 150 * scale), (8, 400 * scale), (64, 800 * scale)]
 progress("POST JSON…")
 rows += compare(scenario: "POST /api/users JSON", inFlight: 1, count: 150 * scale, rounds: rounds,
                 clients: clients(postJSON: users), baseline: "raw URLSession")
-progress("1 MiB getData…")
-let megabyte = url("/_test/bytes/1048576")
-rows += compare(scenario: "getData 1 MiB", inFlight: 1, count: 40 * scale, rounds: rounds, clients: [
-    ("raw URLSession", raw(rawSession, URLRequest(url: megabyte))),
-    ("RestManager", getData(manager(), megabyte)),
-    ("tutorial design", tutorial(URLRequest(url: megabyte))),
-], baseline: "raw URLSession")
+for (label, size, count) in [("1 MiB", 1 << 20, 40 * scale), ("16 MiB", 16 << 20, 5 * scale)] {
+    progress("\(label) getData…")
+    let body = url("/_test/bytes/\(size)")
+    let asyncManager = manager()
+    rows += compare(scenario: "getData \(label)", inFlight: 1, count: count, rounds: rounds, clients: [
+        ("raw URLSession", raw(rawSession, URLRequest(url: body))),
+        ("RestManager", getData(manager(), body)),
+        ("RestManager async", { done in Task { done(await asyncManager.getData(fromURL: body) != nil) } }),
+        ("tutorial design", tutorial(URLRequest(url: body))),
+    ], baseline: "raw URLSession")
+}
 
 // MARK: - Connections used by sequential requests
 
@@ -220,6 +224,79 @@ let before = serverStats()
 _ = ClosedLoop.measure(completion(sequentialManager, .get, users), inFlight: 1, count: 200)
 let after = serverStats()
 let sequentialConnections = after.connections - before.connections
+
+// MARK: - Requests started on the main thread
+
+/// Each request started on the main thread (the first ones from here, the rest from the previous
+/// completion, hopped to main), as UI apps and the tutorial do; the main run loop turns meanwhile.
+/// Reports the new connections the server accepted for the run.
+func mainThreadRow(_ client: String, _ sender: @escaping Sender, inFlight: Int, count: Int) -> Row {
+    let onMain: Sender = { done in
+        if Thread.isMainThread { sender(done) } else { DispatchQueue.main.async { sender(done) } }
+    }
+    let before = serverStats().connections
+    let sample = ClosedLoop.measure(onMain, inFlight: inFlight, count: count, spinningMainRunLoop: true)
+    let connections = serverStats().connections - before
+    return Row(scenario: "GET started on the main thread", client: client, inFlight: inFlight,
+               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+               ratioToRaw: nil, failures: sample.failures, extra: ["connections": Double(connections)])
+}
+
+var mainThreadRows: [Row] = []
+for inFlight in [8, 12] {
+    progress("GET started on the main thread, \(inFlight) in flight…")
+    // Fresh sessions each, so that the connections counted are this run's (both limited to 6 per host).
+    let rawMain = tunedSession(), restMain = manager()
+    var pair: [Row] = []
+    for round in 0..<rounds {
+        let raw = mainThreadRow("raw URLSession", raw(rawMain, URLRequest(url: users)), inFlight: inFlight, count: 200 * scale)
+        let rest = mainThreadRow("RestManager", completion(restMain, .get, users), inFlight: inFlight, count: 200 * scale)
+        pair += round % 2 == 0 ? [raw, rest] : [rest, raw]
+    }
+    for client in ["raw URLSession", "RestManager"] {
+        let runs = pair.filter { $0.client == client }
+        let rawRate = Statistics.median(pair.filter { $0.client == "raw URLSession" }.map(\.requestsPerSecond))
+        let rate = Statistics.median(runs.map(\.requestsPerSecond))
+        mainThreadRows.append(Row(scenario: "GET started on the main thread", client: client, inFlight: inFlight,
+                                  requestsPerSecond: rate, p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
+                                  p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
+                                  cpuMicrosecondsPerRequest: Statistics.median(runs.map { $0.cpuMicrosecondsPerRequest ?? 0 }),
+                                  ratioToRaw: rate / rawRate, failures: runs.map(\.failures).reduce(0, +),
+                                  extra: ["connections": Double(runs.map { Int($0.extra?["connections"] ?? 0) }.reduce(0, +))]))
+    }
+}
+rows += mainThreadRows
+
+// MARK: - Ten thousand requests at once
+
+/// `count` requests started at once from this thread: rate, peak threads, resident memory.
+func burstRow(_ client: String, _ sender: @escaping Sender, count: Int) -> Row {
+    let residentBefore = Clock.residentBytes()
+    let threadsBefore = Clock.threadCount()
+    let peak = PeakThreads()
+    let sample = ClosedLoop.measure(sender, inFlight: count, count: count)
+    let peakThreads = peak.stop()
+    let residentAfter = Clock.residentBytes()
+    return Row(scenario: "\(count) GET started at once", client: client, inFlight: count,
+               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+               ratioToRaw: nil, failures: sample.failures,
+               extra: ["peakThreads": Double(peakThreads), "threadsBefore": Double(threadsBefore),
+                       "residentGrowthMiB": Double(residentAfter - residentBefore) / 1_048_576])
+}
+
+progress("10,000 requests at once…")
+let burst = quick ? 2000 : 10_000
+let burstRawRow = burstRow("raw URLSession", raw(tunedSession(), URLRequest(url: users)), count: burst)
+let burstRestRow = burstRow("RestManager", completion(manager(), .get, users), count: burst)
+let eightInFlight = rows.first { $0.scenario == "GET /api/users" && $0.client == "RestManager" && $0.inFlight == 8 }?.requestsPerSecond ?? 0
+let burstRows = [burstRawRow, burstRestRow].map { row -> Row in
+    var row = row
+    row.extra?["ratioToEightInFlight"] = eightInFlight > 0 ? row.requestsPerSecond / eightInFlight : 0
+    return row
+}
+rows += burstRows
 
 // MARK: - Request preparation, no network
 
@@ -386,6 +463,15 @@ if json {
         let growth = row.extra?["heapGrowthBytesPerRequest"] ?? 0
         let alive = row.extra?["requestHandlesAliveAfterCompletion"].map { ", request handles alive after completion: \(Int($0))" } ?? ""
         print("\(row.scenario), \(row.client): live heap growth \(String(format: "%.2f", growth)) bytes/request\(alive)")
+    }
+    for row in mainThreadRows {
+        print("\(row.scenario), \(row.client), \(row.inFlight) in flight: \(Int(row.extra?["connections"] ?? 0)) TCP connections over \(rounds) runs (limit 6 per run)")
+    }
+    for row in burstRows {
+        let extra = row.extra ?? [:]
+        print(String(format: "%@, %@: %.2f× RestManager's 8-in-flight rate, peak threads %d (%d before), resident memory %+.1f MiB after",
+                     row.scenario, row.client, extra["ratioToEightInFlight"] ?? 0, Int(extra["peakThreads"] ?? 0),
+                     Int(extra["threadsBefore"] ?? 0), extra["residentGrowthMiB"] ?? 0))
     }
     print("peak RSS: \(peakResident / 1024 / 1024) MiB; TCP connections used by 200 sequential RestManager requests: \(sequentialConnections)")
     print(quick ? "(--quick: \(rounds) rounds, small counts)" : "(\(rounds) rounds per scenario, clients rotated each round; medians)")

@@ -36,9 +36,9 @@ enum Commands {
         CommandSpec(name: "tour", summary: "The tutorial's calls in order, with a heading for each",
                     usage: "restdemo tour", positionals: [], valueOptions: [], flags: [], details: ""),
         CommandSpec(name: "serve", summary: "Run the mock reqres.in server on 127.0.0.1 until Ctrl-C",
-                    usage: "restdemo serve [--port N] [--page-size N] [--require-api-key]", positionals: [],
-                    valueOptions: ["--port", "--page-size"], flags: ["--require-api-key"],
-                    details: "  --port N            port to listen on (default: a free one)\n  --page-size N       users per page (default 6; 3 as in the tutorial's time)\n  --require-api-key   answer 401 without an x-api-key header"),
+                    usage: "restdemo serve [--port N] [--page-size N] [--require-api-key] [--stubs FILE.json]", positionals: [],
+                    valueOptions: ["--port", "--page-size", "--stubs"], flags: ["--require-api-key"],
+                    details: "  --port N            port to listen on (default: a free one)\n  --page-size N       users per page (default 6; 3 as in the tutorial's time)\n  --require-api-key   answer 401 without an x-api-key header\n  --stubs FILE.json   also answer with the stubs in FILE: a JSON array of objects with\n                      path (exact, or a prefix ending in *), method, status, headers,\n                      body (text or JSON) or bodyFile, delay, bytesPerSecond, fault"),
     ]
 
     static func spec(named name: String) -> CommandSpec? { all.first { $0.name == name } }
@@ -106,11 +106,14 @@ enum Commands {
         }
         configuration.requiresAPIKey = invocation.flags.contains("--require-api-key")
         configuration.recordsRequests = false // a server left running must not grow
+        let stubs = try invocation.options["--stubs"].map(StubFile.load) ?? []
         let server = MockServer(configuration: configuration)
+        for stub in stubs { server.stub(stub.method, path: stub.path, response: stub.response) }
         do { try server.start() } catch {
             throw Exit(code: Exit.unavailable, message: "cannot start the mock server: \(error)")
         }
-        Output.line("Mock reqres.in listening on \(server.baseURL.absoluteString) (Ctrl-C to stop)")
+        let loaded = stubs.isEmpty ? "" : " with \(stubs.count) stub\(stubs.count == 1 ? "" : "s")"
+        Output.line("Mock reqres.in listening on \(server.baseURL.absoluteString)\(loaded) (Ctrl-C to stop)")
         let once = OnceFlag()
         let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             signal(number, SIG_IGN)

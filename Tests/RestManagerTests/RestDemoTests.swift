@@ -231,6 +231,76 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 1.0.0 (RestManager 1.0)\n")
     }
 
+    func testServeWithStubsAnswersFromTheFile() throws {
+        let stubs = scratch.appendingPathComponent("stubs.json")
+        try Data([0xFF, 0xD8, 0xFF]).write(to: scratch.appendingPathComponent("tiny.jpg"))
+        try Data("""
+        [
+          {"method": "GET", "path": "/v1/users/*", "status": 200, "headers": {"X-Fixture": "yes"}, "body": {"id": 1, "name": "Ann"}},
+          {"path": "/v1/avatar", "bodyFile": "tiny.jpg", "headers": {"Content-Type": "image/jpeg"}},
+          {"path": "/v1/hello", "body": "hi there", "status": 201}
+        ]
+        """.utf8).write(to: stubs)
+        let (child, base, finished, outcome) = try startServe(["serve", "--stubs", stubs.path], expecting: "with 3 stubs")
+        var results = send(.get, "/v1/users/7", using: nil, base: base)
+        XCTAssertEqual(results.data, Data(#"{"id":1,"name":"Ann"}"#.utf8))
+        XCTAssertEqual(results.response?.headers.value(forKey: "X-Fixture"), "yes")
+        XCTAssertEqual(results.response?.headers.value(forKey: "Content-Type"), "application/json; charset=utf-8")
+        results = send(.get, "/v1/avatar", using: nil, base: base)
+        XCTAssertEqual(results.data, Data([0xFF, 0xD8, 0xFF]))
+        results = send(.post, "/v1/hello", using: nil, base: base)
+        XCTAssertEqual(results.statusCode, 201)
+        XCTAssertEqual(results.data, Data("hi there".utf8))
+        XCTAssertEqual(send(.get, "/api/users/2", using: nil, base: base).statusCode, 200, "reqres still answers")
+        child.interrupt()
+        wait(for: [finished], timeout: 10)
+        XCTAssertEqual(outcome.value?.status, 0)
+    }
+
+    func testAMalformedStubsFileIsRefusedWithItsLineAndReason() throws {
+        let cases: [(String, String)] = [
+            ("[\n  {\"path\": \"/a\"},\n  {\"path\": x}\n]", "stubs.json:3: not valid JSON"),
+            ("{\"path\": \"/a\"}", "stubs.json:1: the file must be a JSON array of stubs"),
+            ("[\n  {\"path\": \"/a\"},\n\n  {\"path\": \"/b\", \"fault\": \"explode\"}\n]",
+             "stubs.json:4: stub 2: unknown fault 'explode' (one of closeWithoutResponse, closeAfterHeaders, closeMidBody, resetConnection, noResponse)"),
+            ("[{\"path\": \"a\"}]", "stubs.json:1: stub 1: 'path' must be a string starting with /"),
+            ("[{\"path\": \"/a\", \"status\": 1000}]", "stubs.json:1: stub 1: 'status' must be from 100 to 599, not 1000"),
+            ("[{\"path\": \"/a\", \"headers\": {\"Bad Name\": \"v\"}}]", "stubs.json:1: stub 1: header name 'Bad Name' is not a valid token"),
+            ("[{\"path\": \"/a\", \"headers\": {\"X\": \"a\\r\\nb\"}}]", "stubs.json:1: stub 1: the value of header 'X' contains CR, LF or NUL"),
+            ("[{\"path\": \"/a\", \"colour\": 1}]", "stubs.json:1: stub 1: unknown key 'colour'"),
+            ("[{\"path\": \"/a\", \"delay\": \"soon\"}]", "stubs.json:1: stub 1: 'delay' must be a number"),
+            ("[{\"path\": \"/a\", \"bodyFile\": \"missing.bin\"}]", "stubs.json:1: stub 1: cannot read bodyFile"),
+        ]
+        let file = scratch.appendingPathComponent("stubs.json")
+        for (text, message) in cases {
+            try Data(text.utf8).write(to: file)
+            let run = try restdemo(["serve", "--stubs", file.path], useServer: false)
+            XCTAssertEqual(run.status, 65, text)
+            XCTAssertTrue(run.stderr.hasPrefix("restdemo: \(file.path.dropLast("stubs.json".count))\(message)"), "\(text)\n-> \(run.stderr)")
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+        }
+        let missing = try restdemo(["serve", "--stubs", scratch.appendingPathComponent("nope.json").path], useServer: false)
+        XCTAssertEqual(missing.status, 66)
+    }
+
+    /// Starts `restdemo serve …` and waits until it says it listens (and `expecting`); returns its URL.
+    private func startServe(_ arguments: [String], expecting: String = "listening on")
+        throws -> (ChildProcess, String, XCTestExpectation, ResultBox<ChildProcess.Outcome>) {
+        let binary = try XCTUnwrap(Self.restdemoBinary)
+        let outPath = scratch.appendingPathComponent("serve-out-\(UUID().uuidString)").path
+        let child = try ChildProcess(path: binary.path, arguments: arguments, environment: ProcessInfo.processInfo.environment,
+                                     stdoutPath: outPath, stderrPath: "/dev/null")
+        let finished = expectation(description: "serve stopped")
+        let outcome = ResultBox<ChildProcess.Outcome>()
+        DispatchQueue.global().async { outcome.set(child.waitForExit()); finished.fulfill() }
+        let listening = expectation(for: NSPredicate { _, _ in ChildProcess.readFile(outPath).contains("listening on") }, evaluatedWith: nil)
+        wait(for: [listening], timeout: 30)
+        let firstLine = ChildProcess.readFile(outPath)
+        XCTAssertTrue(firstLine.contains(expecting), firstLine)
+        let base = try XCTUnwrap(firstLine.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression).map { String(firstLine[$0]) })
+        return (child, base, finished, outcome)
+    }
+
     func testServeRunsUntilInterrupted() throws {
         let binary = try XCTUnwrap(Self.restdemoBinary)
         let outPath = scratch.appendingPathComponent("serve-out").path

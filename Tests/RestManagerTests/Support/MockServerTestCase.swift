@@ -40,12 +40,14 @@ class MockServerTestCase: XCTestCase {
     }
 
     /// Calls `makeRequest` and waits for its completion, failing the test if it never comes.
+    /// `base` sends to another server than the fixture's (e.g. `http://127.0.0.1:8080`).
     @discardableResult
-    func send(_ method: RestManager.HttpMethod, _ path: String, using manager: RestManager? = nil,
+    func send(_ method: RestManager.HttpMethod, _ path: String, using manager: RestManager? = nil, base: String? = nil,
               timeout: TimeInterval = 15, file: StaticString = #filePath, line: UInt = #line) -> RestManager.Results {
         let done = expectation(description: "\(method) \(path)")
         let box = ResultBox<RestManager.Results>()
-        (manager ?? rest).makeRequest(toURL: url(path), withHttpMethod: method) { results in
+        let target = base.flatMap { URL(string: $0 + path) } ?? url(path)
+        (manager ?? rest).makeRequest(toURL: target, withHttpMethod: method) { results in
             box.set(results)
             done.fulfill()
         }

@@ -1,0 +1,185 @@
+// The test kit: answers an app's own tests define (stubs, queued answers, faults) and the requests
+// they can take back one by one.
+
+import Foundation
+
+extension MockServer {
+    /// An answer a test defines: status, headers, body, and how to deliver (or not deliver) it.
+    ///
+    /// ```swift
+    /// server.stub("GET", path: "/v1/users/*", response: .json(#"{"id":1}"#))
+    /// server.enqueue(MockServer.Response(status: 503))
+    /// ```
+    public struct Response: Sendable {
+        /// The status code.
+        public var status: Int
+        /// Header lines, sent as given (`Content-Length` is added unless `Transfer-Encoding: chunked` is set,
+        /// in which case the body goes in chunks).
+        public var headers: [(name: String, value: String)]
+        /// The body bytes.
+        public var body: Data
+        /// Seconds to wait before sending anything (default 0).
+        public var delay: TimeInterval = 0
+        /// Sends the body at about this many bytes a second (default nil: full speed).
+        public var bytesPerSecond: Int?
+        /// Misbehave instead of answering normally.
+        public var fault: Fault?
+
+        /// An answer; a header name that is not an RFC 9110 token, or CR, LF or NUL in a value, is a
+        /// mistake in the test and stops it here with a message naming the header.
+        public init(status: Int = 200, headers: [(name: String, value: String)] = [], body: Data = Data()) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            Self.checkHeaders(headers)
+        }
+
+        /// `value` encoded with `JSONEncoder` (keys sorted), with `Content-Type: application/json`.
+        public static func json<Value: Encodable>(_ value: Value, status: Int = 200) -> Response {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            guard let body = try? encoder.encode(value) else {
+                preconditionFailure("MockServer.Response.json: \(Value.self) did not encode as JSON")
+            }
+            return Response(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: body)
+        }
+
+        /// JSON text as is, with `Content-Type: application/json`.
+        public static func json(_ text: String, status: Int = 200) -> Response {
+            Response(status: status, headers: [("Content-Type", "application/json; charset=utf-8")], body: Data(text.utf8))
+        }
+
+        /// Plain text, with `Content-Type: text/plain; charset=utf-8`.
+        public static func text(_ text: String, status: Int = 200) -> Response {
+            Response(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Data(text.utf8))
+        }
+
+        /// Whether the body goes out chunked (the test set `Transfer-Encoding: chunked`).
+        var isChunked: Bool {
+            headers.contains { $0.name.lowercased() == "transfer-encoding" && $0.value.lowercased().contains("chunked") }
+        }
+
+        /// What is wrong with `headers` (a name that is not a token, CR/LF/NUL in a value), or nil:
+        /// for tools that build answers from data and must refuse bad input without stopping.
+        public static func headerProblem(_ headers: [(name: String, value: String)]) -> String? {
+            if let bad = headers.first(where: { !HeaderText.isToken($0.name) }) {
+                return "header name '\(HeaderText.printable(bad.name))' is not a valid token"
+            }
+            if let bad = headers.first(where: { !HeaderText.isValidValue($0.value) }) {
+                return "the value of header '\(bad.name)' contains CR, LF or NUL"
+            }
+            return nil
+        }
+
+        static func checkHeaders(_ headers: [(name: String, value: String)]) {
+            if let problem = headerProblem(headers) { preconditionFailure("MockServer.Response: \(problem)") }
+        }
+    }
+
+    /// Ways to misbehave, as real socket behaviour.
+    public enum Fault: String, Sendable, CaseIterable {
+        /// Close the connection before sending a byte.
+        case closeWithoutResponse
+        /// Send the status line and headers (announcing the whole body), then close.
+        case closeAfterHeaders
+        /// Send the head and half the body, then close.
+        case closeMidBody
+        /// Reset the connection (TCP RST) without answering.
+        case resetConnection
+        /// Never answer: hold the connection until the client gives up or the server stops.
+        case noResponse
+    }
+
+    /// Answers requests to `path` with `response`. `path` is exact, or a prefix when it ends in `*`;
+    /// `method` nil matches any method. The latest matching stub wins.
+    public func stub(_ method: String? = nil, path: String, response: Response) {
+        Response.checkHeaders(response.headers)
+        testKit.add(Stub(method: method?.uppercased(), path: path) { _ in response })
+    }
+
+    /// Answers requests to `path` with what `handler` returns for each; it runs on the request's own
+    /// connection thread, so a slow handler holds up no other request.
+    public func stub(_ method: String? = nil, path: String, handler: @escaping @Sendable (ReceivedRequest) -> Response) {
+        testKit.add(Stub(method: method?.uppercased(), path: path, answer: handler))
+    }
+
+    /// Queues an answer for the next request, whatever its path (first queued, first sent), before any stub.
+    public func enqueue(_ response: Response) {
+        Response.checkHeaders(response.headers)
+        testKit.enqueue(response)
+    }
+
+    /// The next received request not taken yet, in arrival order, waiting up to `timeout` seconds
+    /// for one; nil when none came. (Needs `recordsRequests`, on by default.)
+    public func takeRequest(timeout: TimeInterval = 10) -> ReceivedRequest? {
+        testKit.take(timeout: timeout)
+    }
+
+    /// Removes every stub and queued answer.
+    public func removeAllStubs() {
+        testKit.removeAll()
+    }
+}
+
+/// One stub: which requests it matches and how it answers.
+struct Stub: Sendable {
+    let method: String?
+    let path: String
+    let answer: @Sendable (ReceivedRequest) -> MockServer.Response
+
+    func matches(_ request: ReceivedRequest) -> Bool {
+        if let method, method != request.method.uppercased() { return false }
+        if path.hasSuffix("*") { return request.path.hasPrefix(String(path.dropLast())) }
+        return request.path == path
+    }
+}
+
+/// The test kit's state, behind its own lock: changed from tests while connections read it.
+final class TestKit: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var stubs: [Stub] = []
+    private var queued: [MockServer.Response] = []
+    private var untaken: [ReceivedRequest] = []
+    private let maximumUntaken: Int
+
+    init(maximumUntaken: Int) { self.maximumUntaken = max(1, maximumUntaken) }
+
+    func add(_ stub: Stub) { condition.withLock { stubs.append(stub) } }
+
+    func enqueue(_ response: MockServer.Response) { condition.withLock { queued.append(response) } }
+
+    func removeAll() { condition.withLock { stubs = []; queued = [] } }
+
+    /// The queued answer, or the latest matching stub's handler; nil when the test defined none.
+    func answer(for request: ReceivedRequest) -> MockServer.Response? {
+        let found = condition.withLock { () -> (queued: MockServer.Response?, stub: Stub?) in
+            if !queued.isEmpty { return (queued.removeFirst(), nil) }
+            return (nil, stubs.last { $0.matches(request) })
+        }
+        if let queued = found.queued { return queued }
+        guard let stub = found.stub else { return nil }
+        let response = stub.answer(request)
+        MockServer.Response.checkHeaders(response.headers)
+        return response
+    }
+
+    func received(_ request: ReceivedRequest) {
+        condition.withLock {
+            untaken.append(request)
+            if untaken.count > maximumUntaken { untaken.removeFirst(untaken.count - maximumUntaken) }
+            condition.broadcast()
+        }
+    }
+
+    func take(timeout: TimeInterval) -> ReceivedRequest? {
+        let deadline = Date(timeIntervalSinceNow: max(0, timeout))
+        condition.lock()
+        defer { condition.unlock() }
+        while untaken.isEmpty {
+            if !condition.wait(until: deadline) { break }
+        }
+        return untaken.isEmpty ? nil : untaken.removeFirst()
+    }
+
+    func reset() { condition.withLock { untaken = [] } }
+}

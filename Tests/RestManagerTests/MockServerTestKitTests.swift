@@ -1,0 +1,194 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import MockServer
+import RestManager
+
+/// MockServer as a test kit: stubs, queued answers, taken requests, faults.
+final class MockServerTestKitTests: MockServerTestCase {
+    func testQueuedAnswersComeFirstThenTheLatestMatchingStubThenReqres() throws {
+        server.stub(path: "/api/users/2", response: .json(#"{"stub":1}"#))
+        server.stub("GET", path: "/api/users/*", response: .json(#"{"stub":2}"#))
+        server.enqueue(.text("queued", status: 202))
+        var results = send(.get, "/api/users/2")
+        XCTAssertEqual(results.statusCode, 202)
+        XCTAssertEqual(results.data, Data("queued".utf8))
+        XCTAssertEqual(results.response?.headers.value(forKey: "Content-Type"), "text/plain; charset=utf-8")
+        results = send(.get, "/api/users/2")
+        XCTAssertEqual(results.data, Data(#"{"stub":2}"#.utf8), "the latest matching stub wins")
+        XCTAssertEqual(send(.post, "/api/users/2").data, Data(#"{"stub":1}"#.utf8), "the GET stub does not match a POST")
+        XCTAssertEqual(send(.get, "/api/users/3").data, Data(#"{"stub":2}"#.utf8), "prefix match")
+        XCTAssertEqual(send(.get, "/api/unknown/2").statusCode, 200, "reqres still answers the rest")
+        XCTAssertTrue(String(decoding: send(.get, "/api/unknown/2").data ?? Data(), as: UTF8.self).contains("fuchsia rose"))
+        server.removeAllStubs()
+        XCTAssertTrue(String(decoding: send(.get, "/api/users/2").data ?? Data(), as: UTF8.self).contains("Janet"))
+    }
+
+    func testQueuedAnswersGoInOrderToAnyPath() {
+        for status in [201, 202, 203] { server.enqueue(MockServer.Response(status: status)) }
+        XCTAssertEqual(["/a", "/b/c", "/api/users"].map { send(.get, $0).statusCode }, [201, 202, 203])
+        XCTAssertEqual(send(.get, "/api/users/1").statusCode, 200)
+    }
+
+    func testJSONFromAnEncodableValue() throws {
+        struct User: Encodable { let id: Int; let name: String }
+        server.stub(path: "/v1/me", response: .json(User(id: 7, name: "Ann"), status: 201))
+        let results = send(.get, "/v1/me")
+        XCTAssertEqual(results.statusCode, 201)
+        XCTAssertEqual(results.data, Data(#"{"id":7,"name":"Ann"}"#.utf8))
+        XCTAssertEqual(results.response?.headers.value(forKey: "content-type"), "application/json; charset=utf-8")
+    }
+
+    func testAHandlerSeesTheRequestAndHeadersGoAsGiven() throws {
+        server.stub("POST", path: "/v1/echo-length") { request in
+            MockServer.Response(status: 200, headers: [("X-Length", "\(request.body.count)"), ("X-Method", request.method)],
+                                body: request.body)
+        }
+        rest.httpBody = Data("hello".utf8)
+        let results = send(.post, "/v1/echo-length")
+        XCTAssertEqual(results.response?.headers.value(forKey: "X-Length"), "5")
+        XCTAssertEqual(results.response?.headers.value(forKey: "X-Method"), "POST")
+        XCTAssertEqual(results.data, Data("hello".utf8))
+    }
+
+    func testTakeRequestReturnsRequestsInArrivalOrderThenNil() throws {
+        rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
+        rest.httpBodyParameters.add(value: "neo", forKey: "name")
+        send(.post, "/api/users?x=1")
+        rest.clearParameters()
+        send(.get, "/api/users/2")
+        let first = try XCTUnwrap(server.takeRequest(timeout: 1))
+        XCTAssertEqual(first.method, "POST")
+        XCTAssertEqual(first.target, "/api/users?x=1")
+        XCTAssertEqual(first.header("content-type"), "application/json")
+        XCTAssertEqual(first.body, Data(#"{"name":"neo"}"#.utf8))
+        XCTAssertEqual(server.takeRequest(timeout: 1)?.target, "/api/users/2")
+        let started = Date()
+        XCTAssertNil(server.takeRequest(timeout: 0.2))
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.15)
+    }
+
+    func testTakeRequestWaitsForARequestStillOnItsWay() throws {
+        let done = expectation(description: "answered")
+        rest.makeRequest(toURL: url("/api/users?delay=0.2"), withHttpMethod: .get) { _ in done.fulfill() }
+        XCTAssertEqual(server.takeRequest(timeout: 5)?.path, "/api/users")
+        wait(for: [done], timeout: 10)
+    }
+
+    func testChunkedStubsGoInChunksAndOthersGetAContentLength() throws {
+        let body = Data((0..<10_000).map { UInt8($0 % 256) })
+        server.stub(path: "/chunked", response: MockServer.Response(status: 200, headers: [("Transfer-Encoding", "chunked")], body: body))
+        server.stub(path: "/plain", response: MockServer.Response(body: Data("abc".utf8)))
+        let client = try RawClient(port: server.port)
+        client.send("GET /chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let raw = client.readUntilClosed().text
+        XCTAssertTrue(raw.contains("Transfer-Encoding: chunked\r\n") && !raw.lowercased().contains("content-length"), raw)
+        XCTAssertTrue(raw.contains("\r\n1000\r\n"), "several chunks of 4 KiB")
+        XCTAssertEqual(send(.get, "/chunked").data, body)
+        let plain = try RawClient(port: server.port)
+        plain.send("GET /plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(plain.readUntilClosed().text.contains("Content-Length: 3\r\n"))
+    }
+
+    func testDelayAndThrottle() throws {
+        var slow = MockServer.Response.text("x")
+        slow.delay = 0.3
+        server.stub(path: "/slow", response: slow)
+        var started = Date()
+        XCTAssertEqual(send(.get, "/slow").data, Data("x".utf8))
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.3)
+        var throttled = MockServer.Response(body: Data(repeating: 7, count: 5000))
+        throttled.bytesPerSecond = 10_000
+        server.stub(path: "/throttled", response: throttled)
+        started = Date()
+        XCTAssertEqual(send(.get, "/throttled").data?.count, 5000)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.4, "5,000 bytes at 10,000 a second")
+    }
+
+    func testEachFaultIsSeenByRestManagerAsTheRightError() {
+        rest.timeoutInterval = 1
+        for fault in MockServer.Fault.allCases {
+            var response = MockServer.Response(status: 200, body: Data(repeating: 1, count: 1000))
+            response.fault = fault
+            server.enqueue(response)
+            let results = send(.get, "/anything")
+            let error = results.error as? RestManager.CustomError
+            switch (fault, error) {
+            case (.noResponse, .timedOut?): break
+            case (.closeWithoutResponse, .transport(let urlError)?), (.resetConnection, .transport(let urlError)?):
+                XCTAssertTrue([.networkConnectionLost, .cannotConnectToHost, .badServerResponse, .cannotParseResponse].contains(urlError.code),
+                              "\(fault): \(urlError.code)")
+            case (.closeAfterHeaders, .transport(let urlError)?), (.closeMidBody, .transport(let urlError)?):
+                // FoundationNetworking reports a body cut short as -1 ("transfer closed with N bytes remaining").
+                XCTAssertTrue([.networkConnectionLost, .unknown].contains(urlError.code), "\(fault): \(urlError.code)")
+                XCTAssertNil(results.statusCode, "a cut body is an error, not an answer")
+            default:
+                XCTFail("\(fault): \(String(describing: results.error)), status \(String(describing: results.statusCode))")
+            }
+        }
+        XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200, "the server is fine afterwards")
+    }
+
+    func testAThousandConcurrentRequestsAgainstChangingStubsLoseNothing() {
+        let count = 1000
+        let group = DispatchGroup()
+        let statuses = ResultBox<Int>()
+        let server = self.server!
+        let changer = Thread {
+            for round in 0..<200 {
+                server.stub(path: "/v1/item", response: MockServer.Response(status: round % 2 == 0 ? 200 : 201))
+                if round % 50 == 49 { server.removeAllStubs() }
+            }
+        }
+        changer.start()
+        let target = url("/v1/item")
+        for _ in 0..<count {
+            group.enter()
+            rest.makeRequest(toURL: target, withHttpMethod: .get) { results in
+                statuses.set(results.statusCode ?? -1)
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(statuses.count, count)
+        XCTAssertEqual(Set(statuses.all).subtracting([200, 201, 404]), [], "every answer is a stub's or the unmatched 404")
+        XCTAssertEqual(server.handledRequestCount, count)
+    }
+
+    func testStopFreesThePortAndEveryThreadEvenWithAHeldConnection() throws {
+        var response = MockServer.Response()
+        response.fault = .noResponse
+        server.stub(path: "/hold", response: response)
+        let client = try RawClient(port: server.port)
+        client.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(server.waitForRequests(1))
+        let port = server.port
+        server.stop()
+        XCTAssertEqual(server.runningThreadCount, 0)
+        var configuration = MockServer.Configuration()
+        configuration.port = port
+        let again = MockServer(configuration: configuration)
+        XCTAssertNoThrow(try again.start())
+        again.stop()
+    }
+}
+
+/// With `servesReqres` off, only what the test defines answers.
+final class MockServerStubsOnlyTests: MockServerTestCase {
+    override var serverConfiguration: MockServer.Configuration {
+        var configuration = MockServer.Configuration()
+        configuration.servesReqres = false
+        return configuration
+    }
+
+    func testUnmatchedRequestsGet404NamingMethodAndPath() throws {
+        let results = send(.delete, "/api/users/2?x=1")
+        XCTAssertEqual(results.statusCode, 404)
+        XCTAssertEqual(String(decoding: results.data ?? Data(), as: UTF8.self),
+                       #"{"error":"no stub matches DELETE /api/users/2","method":"DELETE","path":"/api/users/2"}"#)
+        server.stub("DELETE", path: "/api/users/2", response: MockServer.Response(status: 204))
+        XCTAssertEqual(send(.delete, "/api/users/2").statusCode, 204)
+    }
+}
