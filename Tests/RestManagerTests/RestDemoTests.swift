@@ -302,22 +302,10 @@ final class RestDemoTests: MockServerTestCase {
     }
 
     func testServeRunsUntilInterrupted() throws {
-        let binary = try XCTUnwrap(Self.restdemoBinary)
-        let outPath = scratch.appendingPathComponent("serve-out").path
-        let child = try ChildProcess(path: binary.path, arguments: ["serve", "--page-size", "3"],
-                                     environment: ProcessInfo.processInfo.environment,
-                                     stdoutPath: outPath, stderrPath: "/dev/null")
-        let finished = expectation(description: "serve stopped")
-        let outcome = ResultBox<ChildProcess.Outcome>()
-        DispatchQueue.global().async { outcome.set(child.waitForExit()); finished.fulfill() }
-        // The line appears once the server listens; the file is the event (read on each change).
-        let listening = expectation(for: NSPredicate { _, _ in ChildProcess.readFile(outPath).contains("listening on") }, evaluatedWith: nil)
-        wait(for: [listening], timeout: 30)
-        let firstLine = ChildProcess.readFile(outPath)
-        let urlText = try XCTUnwrap(firstLine.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression).map { String(firstLine[$0]) })
+        let (child, base, finished, outcome) = try startServe(["serve", "--page-size", "3"])
         let done = expectation(description: "request to serve")
         let box = ResultBox<Data?>()
-        rest.getData(fromURL: URL(string: urlText + "/api/users")!) { box.set($0); done.fulfill() }
+        rest.getData(fromURL: URL(string: base + "/api/users")!) { box.set($0); done.fulfill() }
         wait(for: [done], timeout: 10)
         XCTAssertTrue(String(decoding: (box.value ?? nil) ?? Data(), as: UTF8.self).contains(#""per_page":3"#))
         child.interrupt()
