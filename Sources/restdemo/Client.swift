@@ -15,6 +15,12 @@ struct Client {
         self.base = base
         self.options = options
         rest.timeoutInterval = options.timeout
+        if options.retries > 0 { rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: options.retries) }
+        if options.verbose { rest.eventHandler = { event in Output.diagnostic("· \(event)") } }
+        // A stored login token goes as Bearer; reqres has no refresh endpoint, so a rejected one means logging in again.
+        if let token = TokenStore.read() {
+            rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: token)) { _ in throw TokenRejected() }
+        }
         ProcessLifetime.keep(rest)
     }
 
@@ -82,7 +88,15 @@ struct Client {
                                      body: [("email", email), ("password", password)])
         guard try printJSONIfAsked(results) else { return }
         let token: Token = try decode(results)
+        if !registering { try TokenStore.write(token.token) }
         Output.line(registering ? "registered user \(token.id.map(String.init) ?? "?") with token \(token.token)" : "token: \(token.token)")
+    }
+
+    func logout() async throws {
+        let results = try await call(.post, "/api/logout")
+        try requireSuccess(results)
+        try TokenStore.remove()
+        Output.line("logged out")
     }
 
     func avatar(_ invocation: Invocation) async throws {
@@ -152,6 +166,9 @@ struct Client {
         if options.verbose, let curl = try? rest.curlCommand(forURL: url, withHttpMethod: method) { Output.diagnostic("> " + curl) }
         let started = Date()
         let results = await rest.makeRequest(toURL: url, withHttpMethod: method)
+        if case .authenticationFailed? = results.error as? RestManager.CustomError {
+            throw Exit(code: Exit.httpError, message: results.error?.localizedDescription)
+        }
         if let error = results.error {
             throw Exit(code: Exit.unavailable, message: "cannot reach \(url.absoluteString): \(error.localizedDescription) (try --offline to use the built-in mock server)")
         }
@@ -215,6 +232,51 @@ struct Client {
     private func printTable(_ users: [User]) {
         Output.line(Output.table(["ID", "NAME", "EMAIL"], users.map { [String($0.id), "\($0.firstName) \($0.lastName)", $0.email] },
                                  rightAligned: [0]))
+    }
+}
+
+/// The authenticator's refresh for a stored token: reqres cannot refresh one.
+struct TokenRejected: LocalizedError {
+    var errorDescription: String? { "the stored token was rejected; log in again (restdemo login)" }
+}
+
+/// The login token, in a file only the user can read: `$XDG_CONFIG_HOME/restdemo/token`
+/// (`~/.config/restdemo/token` without it).
+enum TokenStore {
+    static var file: URL {
+        let environment = ProcessInfo.processInfo.environment
+        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")
+        return base.appendingPathComponent("restdemo", isDirectory: true).appendingPathComponent("token")
+    }
+
+    static func read() -> String? {
+        guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return token.isEmpty ? nil : token
+    }
+
+    /// Created with mode 0600 (never readable by others, not even for a moment), in a 0700 folder.
+    static func write(_ token: String) throws {
+        let folder = file.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try? FileManager.default.removeItem(at: file)
+            let descriptor = open(file.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            guard descriptor >= 0 else { throw CocoaError(.fileWriteNoPermission) }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            try handle.write(contentsOf: Data((token + "\n").utf8))
+            try handle.close()
+        } catch {
+            throw Exit(code: Exit.cannotWrite, message: "cannot store the token in \(file.path): \(error.localizedDescription)")
+        }
+    }
+
+    static func remove() throws {
+        guard FileManager.default.fileExists(atPath: file.path) else { return }
+        do { try FileManager.default.removeItem(at: file) } catch {
+            throw Exit(code: Exit.cannotWrite, message: "cannot remove \(file.path): \(error.localizedDescription)")
+        }
     }
 }
 

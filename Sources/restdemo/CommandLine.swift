@@ -16,6 +16,7 @@ struct GlobalOptions {
     var timeout: TimeInterval = 30
     var json = false
     var verbose = false
+    var retries = 0
     var help = false
     var version = false
 }
@@ -41,7 +42,7 @@ struct CommandSpec {
 }
 
 enum ArgumentParser {
-    static let globalValueOptions: Set<String> = ["--base-url", "--api-key", "--timeout"]
+    static let globalValueOptions: Set<String> = ["--base-url", "--api-key", "--timeout", "--retries"]
     static let globalFlags: Set<String> = ["--offline", "--json", "--verbose", "--help", "-h", "--version"]
 
     static func parse(_ arguments: [String], environment: [String: String]) throws -> Invocation {
@@ -136,6 +137,8 @@ enum ArgumentParser {
             options.baseURL = try parseBaseURL(value, source: "--base-url")
         case "--api-key":
             options.apiKey = value
+        case "--retries":
+            options.retries = try wholeNumber(value, name: "--retries", command: nil, range: 0...10)
         default:
             guard let seconds = Double(value), seconds > 0, seconds <= maximumTimeout else {
                 throw UsageError(message: "--timeout needs a number of seconds above 0 and at most \(Int(maximumTimeout)), not '\(value)'",
@@ -166,9 +169,15 @@ enum ArgumentParser {
 
     /// A whole number from 1 to `maximum` (digits only), or a usage error naming it and the range.
     static func positiveInteger(_ text: String?, name: String, command: String, maximum: Int = maximumNumber) throws -> Int {
+        try wholeNumber(text, name: name, command: command, range: 1...maximum)
+    }
+
+    /// A whole number in `range` (digits only), or a usage error naming it and the range.
+    static func wholeNumber(_ text: String?, name: String, command: String?, range: ClosedRange<Int>) throws -> Int {
         guard let text, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let value = Int(text), (1...maximum).contains(value) else {
-            throw UsageError(message: "\(name) must be a whole number from 1 to \(maximum), not '\(text ?? "")'", command: command)
+              let value = Int(text), range.contains(value) else {
+            throw UsageError(message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text ?? "")'",
+                             command: command)
         }
         return value
     }

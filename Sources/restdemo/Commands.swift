@@ -24,7 +24,9 @@ enum Commands {
                     valueOptions: ["--name", "--job"], flags: ["--patch"], details: ""),
         CommandSpec(name: "delete", summary: "Delete a user",
                     usage: "restdemo delete ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "login", summary: "Log in and print the token",
+        CommandSpec(name: "logout", summary: "Log out and forget the stored token",
+                    usage: "restdemo logout", positionals: [], valueOptions: [], flags: [], details: ""),
+        CommandSpec(name: "login", summary: "Log in, print the token and store it for later commands",
                     usage: "restdemo login --email EMAIL --password PASSWORD", positionals: [],
                     valueOptions: ["--email", "--password"], flags: [], details: ""),
         CommandSpec(name: "register", summary: "Register and print the id and token",
@@ -50,7 +52,8 @@ enum Commands {
       --api-key KEY      sent as x-api-key (default reqres-free-v1)
       --timeout SECONDS  per request (default 30)
       --json             print the server's JSON as is
-      --verbose          print the cURL command, status and time to stderr
+      --retries N        try failed requests again up to N times (0-10, default 0)
+      --verbose          print the cURL command and every attempt, retry and result to stderr
       --help, --version
     """
 
@@ -88,6 +91,7 @@ enum Commands {
         case "update": try await client.update(invocation)
         case "delete": try await client.delete(invocation)
         case "login", "register": try await client.authenticate(invocation, registering: command == "register")
+        case "logout": try await client.logout()
         case "avatar": try await client.avatar(invocation)
         default: try await client.tour()
         }

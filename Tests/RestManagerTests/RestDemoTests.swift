@@ -183,6 +183,47 @@ final class RestDemoTests: MockServerTestCase {
         }
     }
 
+    func testLoginStoresTheTokenForLaterCommandsAndLogoutRemovesIt() throws {
+        let login = try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"])
+        XCTAssertEqual(login.status, 0, login.stderr)
+        let tokenFile = scratch.appendingPathComponent("config/restdemo/token")
+        XCTAssertEqual(String(decoding: try Data(contentsOf: tokenFile), as: UTF8.self), "QpwL5tke4Pnpja7X4\n")
+        let attributes = try FileManager.default.attributesOfItem(atPath: tokenFile.path)
+        XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
+        let folder = try FileManager.default.attributesOfItem(atPath: tokenFile.deletingLastPathComponent().path)
+        XCTAssertEqual((folder[.posixPermissions] as? NSNumber)?.intValue, 0o700)
+        XCTAssertEqual(try restdemo(["user", "2"]).status, 0)
+        XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.header("Authorization"), "Bearer QpwL5tke4Pnpja7X4")
+        let logout = try restdemo(["logout"])
+        XCTAssertEqual(logout.status, 0, logout.stderr)
+        XCTAssertEqual(logout.stdout, "logged out\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: tokenFile.path))
+        XCTAssertEqual(try restdemo(["user", "3"]).status, 0)
+        XCTAssertNil(server.lastRequest(path: "/api/users/3")?.header("Authorization"))
+    }
+
+    func testARejectedStoredTokenSaysToLogInAgain() throws {
+        XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "x"]).status, 0)
+        server.stub(path: "/api/users/2", response: MockServer.Response(status: 401))
+        let run = try restdemo(["user", "2"])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.stderr, "restdemo: Authentication failed: the credential refresh failed: the stored token was rejected; log in again (restdemo login).\n")
+    }
+
+    func testRetriesAndVerboseEvents() throws {
+        server.enqueue(MockServer.Response(status: 503))
+        let run = try restdemo(["--retries", "2", "--verbose", "user", "2"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let events = run.stderr.split(separator: "\n").filter { $0.hasPrefix("· ") }
+        XCTAssertEqual(events.count, 4, run.stderr)
+        XCTAssertTrue(events[1].hasPrefix("· retrying GET \(server.baseURL.absoluteString)/api/users/2 after attempt 1 in "), run.stderr)
+        XCTAssertTrue(events[1].hasSuffix(" s: HTTP 503"), run.stderr)
+        XCTAssertTrue(events[3].hasPrefix("· finished GET \(server.baseURL.absoluteString)/api/users/2 HTTP 200 in "), run.stderr)
+        XCTAssertEqual(server.receivedRequests.filter { $0.path == "/api/users/2" }.count, 2)
+        try assertUsageError(["--retries", "11", "users"], mentions: "--retries must be a whole number from 0 to 10, not '11'")
+        try assertUsageError(["--retries", "-1", "users"], mentions: "--retries must be a whole number from 0 to 10, not '-1'")
+    }
+
     func testBadBaseURLIsAUsageError() throws {
         let run = try restdemo(["--base-url", "ftp://x", "users"], useServer: false)
         XCTAssertEqual(run.status, 64)

@@ -51,6 +51,8 @@ final class UserServiceTests: XCTestCase {
 
     override func tearDown() {
         server.stop()
+        server = nil
+        service = nil
         super.tearDown()
     }
 

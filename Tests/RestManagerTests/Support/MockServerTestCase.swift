@@ -102,6 +102,7 @@ class MockServerTestCase: XCTestCase {
         let binary = try XCTUnwrap(Self.restdemoBinary, "build restdemo first (swift build)", file: file, line: line)
         var processEnvironment = ProcessInfo.processInfo.environment
         processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
+        processEnvironment["XDG_CONFIG_HOME"] = scratch.appendingPathComponent("config").path
         processEnvironment["RESTDEMO_BASE_URL"] = nil
         // A crash (the toolchain trap one test provokes) ends at once instead of running the
         // backtracer, which can hang under the sanitizers.

@@ -1,0 +1,156 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import MockServer
+@testable import RestManager
+
+/// Retries: which requests, after what, how long, and within one deadline.
+final class RetryPolicyTests: MockServerTestCase {
+    private func arrivalTimes() -> ResultBox<Date> { ResultBox<Date>() }
+
+    func testA503ThenA200SucceedsAndTheBodyIsSentAgain() throws {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
+        server.enqueue(MockServer.Response(status: 503))
+        rest.httpBody = Data("payload".utf8)
+        let results = send(.put, "/_test/echo")
+        XCTAssertEqual(results.statusCode, 200)
+        let received = server.receivedRequests
+        XCTAssertEqual(received.map(\.method), ["PUT", "PUT"])
+        XCTAssertEqual(received.map(\.body), [Data("payload".utf8), Data("payload".utf8)])
+    }
+
+    func testNoPolicyNoRetryAndPostIsNotRetriedByDefault() {
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.get, "/_test/echo").statusCode, 503)
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.post, "/_test/echo").statusCode, 503)
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
+    func testItStopsAfterMaximumRetriesAndOnlyForItsStatuses() {
+        rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 2, initialDelay: 0.01)
+        for _ in 0..<5 { server.enqueue(MockServer.Response(status: 500)) }
+        XCTAssertEqual(send(.get, "/x").statusCode, 500)
+        XCTAssertEqual(server.receivedRequests.count, 3, "the first attempt and two retries")
+        server.removeAllStubs()
+        server.enqueue(MockServer.Response(status: 501))
+        XCTAssertEqual(send(.get, "/x").statusCode, 501)
+        XCTAssertEqual(server.receivedRequests.count, 4, "501 is not retryable")
+    }
+
+    func testRetryAfterInSecondsIsHonoured() throws {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
+        let arrivals = arrivalTimes()
+        server.stub(path: "/limited") { _ in
+            arrivals.set(Date())
+            return arrivals.count == 1 ? MockServer.Response(status: 429, headers: [("Retry-After", "1")]) : .text("ok")
+        }
+        XCTAssertEqual(send(.get, "/limited").statusCode, 200)
+        let times = arrivals.all
+        XCTAssertEqual(times.count, 2)
+        let gap = times[1].timeIntervalSince(times[0])
+        XCTAssertGreaterThanOrEqual(gap, 1.0)
+        XCTAssertLessThan(gap, 1.1, "Retry-After: 1 waited \(gap) s")
+    }
+
+    func testRetryAfterAsAnHTTPDateAndOneLongerThanTheMaximumDelay() throws {
+        XCTAssertEqual(RestManager.RetryPolicy.seconds(fromRetryAfter: "120"), 120)
+        let date = try XCTUnwrap(RestManager.RetryPolicy.seconds(fromRetryAfter: "Sun, 06 Nov 1994 08:49:37 GMT"))
+        XCTAssertEqual(date, 0, "a date in the past means now")
+        XCTAssertNil(RestManager.RetryPolicy.seconds(fromRetryAfter: "-5"))
+        XCTAssertNil(RestManager.RetryPolicy.seconds(fromRetryAfter: "soon"))
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01, maximumDelay: 5)
+        server.enqueue(MockServer.Response(status: 503, headers: [("Retry-After", "60")]))
+        let started = Date()
+        XCTAssertEqual(send(.get, "/x").statusCode, 503, "a Retry-After beyond maximumDelay is delivered, not waited for")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testBrokenConnectionsAreRetriedButCancellationIsNot() {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
+        var closed = MockServer.Response()
+        closed.fault = .closeWithoutResponse
+        server.enqueue(closed)
+        XCTAssertEqual(send(.get, "/_test/status/201").statusCode, 201)
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
+    func testTheNextAttemptMustStartBeforeTheDeadlineOrTheLastAnswerIsDelivered() {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 2, maximumDelay: 2)
+        rest.timeoutInterval = 1
+        server.enqueue(MockServer.Response(status: 503))
+        let started = Date()
+        let results = send(.get, "/x")
+        XCTAssertEqual(results.statusCode, 503, "the 503, not a timeout")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 0.5)
+    }
+
+    func testTheDeadlineCoversEveryAttempt() {
+        rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 10, initialDelay: 0.1, maximumDelay: 0.1)
+        rest.timeoutInterval = 0.5
+        server.stub(path: "/slow") { _ in
+            var response = MockServer.Response(status: 503)
+            response.delay = 0.2
+            return response
+        }
+        let started = Date()
+        let results = send(.get, "/slow")
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertLessThan(elapsed, 1.0)
+        if case .timedOut? = results.error as? RestManager.CustomError {} else { XCTAssertEqual(results.statusCode, 503) }
+    }
+
+    func testCancellingDuringTheBackoffCompletesAtOnce() {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 5, maximumDelay: 5)
+        server.enqueue(MockServer.Response(status: 503))
+        let done = expectation(description: "cancelled")
+        let box = ResultBox<RestManager.Results>()
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set("\($0)") }
+        let handle = rest.makeRequest(toURL: url("/x"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let retrying = expectation(for: NSPredicate { _, _ in events.all.contains { $0.hasPrefix("retrying") } }, evaluatedWith: nil)
+        wait(for: [retrying], timeout: 5)
+        handle.cancel()
+        wait(for: [done], timeout: 1)
+        guard case .cancelled? = box.value?.error as? RestManager.CustomError else { return XCTFail("\(String(describing: box.value?.error))") }
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testDelaysGrowExponentiallyWithJitterAndACap() {
+        let policy = RestManager.RetryPolicy(maximumRetries: 10, initialDelay: 1, maximumDelay: 4)
+        let failed = RestManager.Results(withError: RestManager.CustomError.transport(URLError(.networkConnectionLost)))
+        for (retry, range) in [(1, 0.5...1.0), (2, 1.0...2.0), (3, 2.0...4.0), (4, 2.0...4.0), (8, 2.0...4.0)] {
+            for _ in 0..<50 {
+                let delay = policy.delay(beforeRetry: retry, after: failed, method: .get)?.seconds ?? -1
+                XCTAssertTrue(range.contains(delay), "retry \(retry): \(delay)")
+            }
+        }
+        XCTAssertNil(policy.delay(beforeRetry: 11, after: failed, method: .get))
+        XCTAssertNil(policy.delay(beforeRetry: 1, after: failed, method: .post))
+        XCTAssertNil(policy.delay(beforeRetry: 1, after: RestManager.Results(withError: RestManager.CustomError.cancelled), method: .get))
+        XCTAssertNil(policy.delay(beforeRetry: 1, after: RestManager.Results(withError: RestManager.CustomError.transport(URLError(.cancelled))), method: .get))
+    }
+
+    func testEventsTellEachAttemptRetryAndTheEndOnceOnOneLineWithSecretsRedacted() {
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set($0.description) }
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01, maximumDelay: 0.01)
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.get, "/_test/echo?token=abc&x=1").statusCode, 200)
+        let finished = expectation(for: NSPredicate { _, _ in events.all.count == 4 }, evaluatedWith: nil)
+        wait(for: [finished], timeout: 5)
+        let lines = events.all
+        guard lines.count == 4 else { return XCTFail("\(lines)") }
+        let target = "GET \(server.baseURL.absoluteString)/_test/echo?token=<redacted>&x=1"
+        XCTAssertEqual(lines[0], "started \(target) (attempt 1)")
+        XCTAssertTrue(lines[1].hasPrefix("retrying \(target) after attempt 1 in 0.01 s: HTTP 503"), lines[1])
+        XCTAssertEqual(lines[2], "started \(target) (attempt 2)")
+        XCTAssertTrue(lines[3].hasPrefix("finished \(target) HTTP 200 in "), lines[3])
+        XCTAssertFalse(lines.joined().contains("abc"))
+        XCTAssertTrue(lines.allSatisfy { !$0.contains("\n") })
+    }
+}
