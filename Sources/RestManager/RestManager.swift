@@ -11,7 +11,7 @@
 //    - Nested types: HttpMethod, RestEntity, Response, Results, CustomError, RequestHandle,
 //      MultipartBody, Request, Authenticator, RetryPolicy, Event
 //    - Request building and encoding
-//    - Transport: session, host limiter, exchange (one call: attempts, redirects, deadline, body), delegate
+//    - Transport: session, exchange (one call: attempts, redirects, deadline, body), delegate
 //    - Private helpers
 //
 
@@ -1132,7 +1132,7 @@ public final class RestManager: @unchecked Sendable {
     }
 
     enum RequestBuilder {
-        static let userAgent = "RestManager/1.0"
+        static let userAgent = "RestManager/2.0"
 
         static func build(_ value: Request, snapshot: Snapshot) throws -> URLRequest {
             let timeout = value.timeoutInterval ?? snapshot.timeout
@@ -1465,11 +1465,8 @@ public final class RestManager: @unchecked Sendable {
         /// timeouts fire on time even when the global queues' threads are all blocked.
         let timerQueue = DispatchQueue(label: "RestManager.deadlines", qos: .userInitiated)
 
-        let limiter: HostLimiter
-
         init(configuration: URLSessionConfiguration) {
-            limiter = HostLimiter(limit: configuration.httpMaximumConnectionsPerHost)
-            delegate = SessionDelegate(limiter: limiter)
+            delegate = SessionDelegate()
             // Serial on every platform: FoundationNetworking completes a task on this queue with a
             // check-then-act that is only atomic there (a concurrent queue traps in TaskRegistry).
             let queue = OperationQueue()
@@ -1501,50 +1498,6 @@ public final class RestManager: @unchecked Sendable {
         }
 
         deinit { session.finishTasksAndInvalidate() }
-    }
-
-    /// At most `limit` tasks per host at once, the rest waiting in order: FoundationNetworking opens
-    /// more connections than `httpMaximumConnectionsPerHost` when many tasks start at once from
-    /// several threads (27–43 for 1,000 requests from 16 threads, limit 6), so the library keeps the
-    /// promise itself.
-    final class HostLimiter: @unchecked Sendable {
-        private let lock = Lock()
-        private let limit: Int
-        private var running: [String: Int] = [:]
-        private var waiting: [String: [@Sendable () -> Void]] = [:]
-
-        init(limit: Int) { self.limit = max(1, limit) }
-
-        static func key(_ url: URL?) -> String {
-            "\(url?.scheme?.lowercased() ?? "")://\(url?.host?.lowercased() ?? ""):\(url?.port ?? -1)"
-        }
-
-        /// Runs `start` now when a slot is free, else when one frees up; `start` owns the slot.
-        func whenFree(_ host: String, start: @escaping @Sendable () -> Void) {
-            let now = lock.withLock { () -> Bool in
-                guard running[host, default: 0] < limit else {
-                    waiting[host, default: []].append(start)
-                    return false
-                }
-                running[host, default: 0] += 1
-                return true
-            }
-            if now { start() }
-        }
-
-        /// Frees a slot, handing it to the next waiting start if any.
-        func release(_ host: String) {
-            let next = lock.withLock { () -> (@Sendable () -> Void)? in
-                if let first = waiting[host]?.first {
-                    waiting[host]?.removeFirst()
-                    if waiting[host]?.isEmpty == true { waiting[host] = nil }
-                    return first
-                }
-                running[host] = running[host, default: 1] > 1 ? running[host, default: 1] - 1 : nil
-                return nil
-            }
-            next?()
-        }
     }
 
     /// One request on the wire: its redirects, its deadline, its body as it arrives, and the
@@ -1709,22 +1662,17 @@ public final class RestManager: @unchecked Sendable {
             reportFinished(lock.withLock { request }, Results(withError: CustomError.cancelled))
         }
 
-        /// Sends once a connection to the host is free (`HostLimiter`); the slot is the task's until it completes.
         private func send(_ request: URLRequest) {
-            let host = HostLimiter.key(request.url)
-            transport.limiter.whenFree(host) {
-                guard !self.lock.withLock({ self.finished }) else { return self.transport.limiter.release(host) }
-                let task = self.transport.session.dataTask(with: request)
-                self.transport.delegate.register(self, for: task, host: host)
-                let started = self.lock.withLock { () -> Bool in
-                    guard !self.finished else { return false }
-                    self.task = task
-                    self.body = Data()
-                    return true
-                }
-                // A task created but never resumed would stay in the session forever: discard it.
-                if started { task.resume() } else { self.cancelLater(task) }
+            let task = transport.session.dataTask(with: request)
+            transport.delegate.register(self, for: task)
+            let started = lock.withLock { () -> Bool in
+                guard !finished else { return false }
+                self.task = task
+                body = Data()
+                return true
             }
+            // A task created but never resumed would stay in the session forever: discard it.
+            if started { task.resume() } else { cancelLater(task) }
         }
 
         // Called by the session delegate, on the session's delegate queue, one at a time.
@@ -1884,17 +1832,14 @@ public final class RestManager: @unchecked Sendable {
     /// The session's delegate: hands each task's events to its exchange, declines URLSession's own
     /// redirects (the exchange follows them, identically on every platform) and challenges.
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
-        private let exchanges = Locked([Int: (exchange: Exchange, host: String)]())
-        let limiter: HostLimiter
+        private let exchanges = Locked([Int: Exchange]())
 
-        init(limiter: HostLimiter) { self.limiter = limiter }
-
-        func register(_ exchange: Exchange, for task: URLSessionTask, host: String) {
-            exchanges.withLock { $0[task.taskIdentifier] = (exchange, host) }
+        func register(_ exchange: Exchange, for task: URLSessionTask) {
+            exchanges.withLock { $0[task.taskIdentifier] = exchange }
         }
 
         private func exchange(for task: URLSessionTask) -> Exchange? {
-            exchanges.withLock { $0[task.taskIdentifier]?.exchange }
+            exchanges.withLock { $0[task.taskIdentifier] }
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
@@ -1908,9 +1853,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-            guard let entry = exchanges.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
-            limiter.release(entry.host)
-            entry.exchange.completed(task, error: error)
+            exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.completed(task, error: error)
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask,

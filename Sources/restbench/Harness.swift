@@ -178,7 +178,8 @@ func compare(scenario: String, inFlight: Int, count: Int, rounds: Int,
                    p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
                    cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
                    ratioToRaw: ratios[client.name].map(Statistics.median),
-                   failures: runs.map(\.failures).reduce(0, +))
+                   failures: runs.map(\.failures).reduce(0, +),
+                   extra: ratios[client.name].map { ["ratioMin": $0.min() ?? 0, "ratioMax": $0.max() ?? 0] })
     }
 }
 
@@ -204,5 +205,41 @@ final class PeakThreads: @unchecked Sendable {
         lock.withLock { running = false }
         stopped.wait()
         return lock.withLock { peak }
+    }
+}
+
+/// A bar chart of each row's ratio to raw URLSession (median bar, min–max whisker, a line at 1.0×),
+/// as plain SVG written by hand.
+enum Chart {
+    static func svg(_ rows: [Row]) -> String {
+        let bars = rows.filter { $0.ratioToRaw != nil && $0.client != "raw URLSession" }
+        let rowHeight = 22.0, left = 430.0, width = 360.0, top = 40.0
+        let maximum = max(1.6, (bars.compactMap { $0.extra?["ratioMax"] ?? $0.ratioToRaw }.max() ?? 1) * 1.05)
+        func x(_ ratio: Double) -> Double { left + width * ratio / maximum }
+        func escape(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let height = top + rowHeight * Double(bars.count) + 40
+        var svg = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(left + width + 60))" height="\(Int(height))" font-family="sans-serif" font-size="12">
+        <text x="10" y="20" font-size="14" font-weight="bold">Requests per second relative to raw URLSession (same run; bar: median, whisker: min–max of the rounds)</text>
+
+        """
+        for (index, row) in bars.enumerated() {
+            let y = top + rowHeight * Double(index)
+            let ratio = row.ratioToRaw ?? 0
+            let label = "\(row.scenario) · \(row.client)" + (row.inFlight > 1 ? " · \(row.inFlight) in flight" : "")
+            let colour = row.client.hasPrefix("RestManager") ? "#2b6cb0" : row.client.hasPrefix("tutorial") ? "#c05621" : "#718096"
+            svg += "<text x=\"10\" y=\"\(y + 15)\">\(escape(label))</text>\n"
+            svg += "<rect x=\"\(left)\" y=\"\(y + 4)\" width=\"\(x(ratio) - left)\" height=\"14\" fill=\"\(colour)\"/>\n"
+            if let low = row.extra?["ratioMin"], let high = row.extra?["ratioMax"] {
+                svg += "<line x1=\"\(x(low))\" x2=\"\(x(high))\" y1=\"\(y + 11)\" y2=\"\(y + 11)\" stroke=\"black\"/>\n"
+            }
+            svg += "<text x=\"\(x(max(ratio, row.extra?["ratioMax"] ?? 0)) + 4)\" y=\"\(y + 15)\">\(String(format: "%.2f×", ratio))</text>\n"
+        }
+        let one = x(1)
+        svg += "<line x1=\"\(one)\" x2=\"\(one)\" y1=\"\(top - 4)\" y2=\"\(height - 30)\" stroke=\"#e53e3e\" stroke-dasharray=\"4 3\"/>\n"
+        svg += "<text x=\"\(one - 12)\" y=\"\(height - 16)\">1.0×</text>\n</svg>\n"
+        return svg
     }
 }

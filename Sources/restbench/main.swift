@@ -31,9 +31,15 @@ if arguments.contains("--serve") {
     exit(0)
 }
 
-let unknown = arguments.subtracting(["--quick", "--json"])
-guard unknown.isEmpty else {
-    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json])\n".utf8))
+// --svg FILE writes a chart of the ratios to raw URLSession.
+let svgPath: String? = {
+    let list = Array(CommandLine.arguments.dropFirst())
+    guard let index = list.firstIndex(of: "--svg") else { return nil }
+    return index + 1 < list.count ? list[index + 1] : ""
+}()
+let unknown = arguments.subtracting(["--quick", "--json", "--svg"] + (svgPath.map { [$0] } ?? []))
+guard unknown.isEmpty, svgPath != "" else {
+    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE])\n".utf8))
     exit(64)
 }
 let quick = arguments.contains("--quick")
@@ -433,6 +439,13 @@ let peakResident = Clock.peakResidentBytes()
 
 childInput.fileHandleForWriting.closeFile()
 child.waitUntilExit()
+
+if let svgPath {
+    do { try Data(Chart.svg(rows).utf8).write(to: URL(fileURLWithPath: svgPath)) } catch {
+        progress("restbench: cannot write \(svgPath): \(error.localizedDescription)")
+        exit(74)
+    }
+}
 
 // MARK: - Report
 

@@ -35,6 +35,8 @@ enum Commands {
         CommandSpec(name: "avatar", summary: "Download a user's avatar with getData and save it",
                     usage: "restdemo avatar ID [--output PATH]", positionals: ["ID"], valueOptions: ["--output"], flags: [],
                     details: "  --output PATH  a file, or a folder to save avatar-ID.jpg in\n                 (default: a 'restdemo' folder in the user's caches directory)"),
+        CommandSpec(name: "completion", summary: "Print a shell completion script (bash, zsh or fish)",
+                    usage: "restdemo completion SHELL", positionals: ["SHELL"], valueOptions: [], flags: [], details: ""),
         CommandSpec(name: "tour", summary: "The tutorial's calls in order, with a heading for each",
                     usage: "restdemo tour", positionals: [], valueOptions: [], flags: [], details: ""),
         CommandSpec(name: "serve", summary: "Run the mock reqres.in server on 127.0.0.1 until Ctrl-C",
@@ -44,6 +46,22 @@ enum Commands {
     ]
 
     static func spec(named name: String) -> CommandSpec? { all.first { $0.name == name } }
+
+    /// One example line per command, for its help.
+    static let examples: [String: String] = [
+        "users": "restdemo users --page 2 --per-page 3",
+        "user": "restdemo --offline user 2",
+        "create": "restdemo create --name neo --job chosen",
+        "update": "restdemo update 2 --job zion --patch",
+        "delete": "restdemo delete 2",
+        "logout": "restdemo logout",
+        "login": "restdemo login --email eve.holt@reqres.in --password cityslicka",
+        "register": "restdemo register --email eve.holt@reqres.in --password pistol",
+        "avatar": "restdemo avatar 2 --output ~/Pictures/",
+        "tour": "restdemo --offline tour",
+        "serve": "restdemo serve --port 8080 --stubs fixtures.json",
+        "completion": "restdemo completion bash > ~/.local/share/bash-completion/completions/restdemo",
+    ]
 
     static let globalHelp = """
     Global options:
@@ -65,11 +83,13 @@ enum Commands {
     }
 
     static func help(for spec: CommandSpec) -> String {
-        "usage: \(spec.usage)\n\n\(spec.summary)." + (spec.details.isEmpty ? "" : "\n\nOptions:\n" + spec.details) + "\n\n" + globalHelp
+        "usage: \(spec.usage)\n\n\(spec.summary)." + (spec.details.isEmpty ? "" : "\n\nOptions:\n" + spec.details)
+            + (examples[spec.name].map { "\n\nExample:\n  \($0)" } ?? "") + "\n\n" + globalHelp
     }
 
     static func run(_ command: String, _ invocation: Invocation) async throws {
         if command == "serve" { return try await serve(invocation) }
+        if command == "completion" { return Output.line(try Completion.script(for: invocation.positionals.first ?? "")) }
         var mock: MockServer?
         var base = invocation.global.baseURL ?? URL(string: "https://reqres.in")!  // a literal
         if invocation.global.offline {

@@ -21,7 +21,7 @@ struct Exit: Error {
 
 @main
 enum RestDemo {
-    static let version = "restdemo 1.0.0 (RestManager 1.0)"
+    static let version = "restdemo 2.0.0 (RestManager 2.0)"
 
     static func main() async {
         let code = await run(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)

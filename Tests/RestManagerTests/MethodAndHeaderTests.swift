@@ -34,7 +34,7 @@ final class MethodAndHeaderTests: MockServerTestCase {
 
     func testDefaultHeadersAreSetAndCallerHeadersWin() throws {
         var echo = try echo(send(.get, "/_test/echo"))
-        XCTAssertEqual(echo.header("User-Agent"), "RestManager/1.0")
+        XCTAssertEqual(echo.header("User-Agent"), "RestManager/2.0")
         XCTAssertEqual(echo.header("Accept"), "*/*")
         rest.requestHttpHeaders.add(value: "application/json", forKey: "accept")
         rest.requestHttpHeaders.add(value: "MyApp/2", forKey: "user-agent")

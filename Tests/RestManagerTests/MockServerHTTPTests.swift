@@ -123,6 +123,32 @@ final class MockServerHTTPTests: MockServerTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 3)
     }
 
+    func testMisbehavingEndpointsDoWhatTheySay() throws {
+        var connection = try client()
+        connection.send("GET /_test/close-mid-body HTTP/1.1\r\nHost: x\r\n\r\n")
+        var (text, closed) = connection.readUntilClosed()
+        XCTAssertTrue(text.hasSuffix("\r\n\r\n0123456789") && closed)
+        connection = try client()
+        connection.send("GET /_test/close-before-response HTTP/1.1\r\nHost: x\r\n\r\n")
+        (text, closed) = connection.readUntilClosed()
+        XCTAssertTrue(text.isEmpty && closed)
+        connection = try client()
+        connection.send("GET /_test/wrong-length HTTP/1.1\r\nHost: x\r\n\r\n")
+        (text, closed) = connection.readUntilClosed(timeout: 0.3)
+        XCTAssertTrue(text.contains("Content-Length: 100\r\n") && text.hasSuffix("only ten!\n") && !closed)
+    }
+}
+
+/// The connection cap, with the default idle timeout (a short one would close held connections itself).
+final class MockServerConnectionCapTests: MockServerTestCase {
+    override var serverConfiguration: MockServer.Configuration {
+        var configuration = MockServer.Configuration()
+        configuration.maximumConnections = 16
+        return configuration
+    }
+
+    private func client() throws -> RawClient { try RawClient(port: server.port) }
+
     func testAtTheConnectionCapTheLongestWaitingConnectionMakesRoom() throws {
         let held = try (0..<16).map { _ in try client() }
         // Each held connection is accepted before the next check: one request each proves it.
@@ -146,21 +172,6 @@ final class MockServerHTTPTests: MockServerTestCase {
         let extra = try client()
         XCTAssertTrue(extra.readUntilClosed().text.hasPrefix("HTTP/1.1 503 "))
         XCTAssertEqual(server.evictedConnectionCount, 0)
-    }
-
-    func testMisbehavingEndpointsDoWhatTheySay() throws {
-        var connection = try client()
-        connection.send("GET /_test/close-mid-body HTTP/1.1\r\nHost: x\r\n\r\n")
-        var (text, closed) = connection.readUntilClosed()
-        XCTAssertTrue(text.hasSuffix("\r\n\r\n0123456789") && closed)
-        connection = try client()
-        connection.send("GET /_test/close-before-response HTTP/1.1\r\nHost: x\r\n\r\n")
-        (text, closed) = connection.readUntilClosed()
-        XCTAssertTrue(text.isEmpty && closed)
-        connection = try client()
-        connection.send("GET /_test/wrong-length HTTP/1.1\r\nHost: x\r\n\r\n")
-        (text, closed) = connection.readUntilClosed(timeout: 0.3)
-        XCTAssertTrue(text.contains("Content-Length: 100\r\n") && text.hasSuffix("only ten!\n") && !closed)
     }
 }
 

@@ -224,6 +224,28 @@ final class RestDemoTests: MockServerTestCase {
         try assertUsageError(["--retries", "-1", "users"], mentions: "--retries must be a whole number from 0 to 10, not '-1'")
     }
 
+    func testCompletionScriptsForBashZshAndFishNameEveryCommand() throws {
+        let commands = ["users", "user", "create", "update", "delete", "login", "logout", "register", "avatar", "tour", "serve", "completion"]
+        for (shell, marker) in [("bash", "complete -F _restdemo restdemo"), ("zsh", "#compdef restdemo"), ("fish", "complete -c restdemo -f")] {
+            let run = try restdemo(["completion", shell], useServer: false)
+            XCTAssertEqual(run.status, 0, shell)
+            XCTAssertTrue(run.stdout.contains(marker), shell)
+            for command in commands { XCTAssertTrue(run.stdout.contains(command), "\(shell): \(command)") }
+            XCTAssertTrue(run.stdout.contains("per-page") && run.stdout.contains("retries"), shell)
+        }
+        let bash = try restdemo(["completion", "bash"], useServer: false)
+        let script = scratch.appendingPathComponent("restdemo.bash")
+        try Data(bash.stdout.utf8).write(to: script)
+        let check = try ChildProcess(path: "/bin/bash", arguments: ["-n", script.path], environment: [:],
+                                     stdoutPath: "/dev/null", stderrPath: scratch.appendingPathComponent("bash-n").path)
+        XCTAssertEqual(check.waitForExit().status, 0, ChildProcess.readFile(scratch.appendingPathComponent("bash-n").path))
+        try assertUsageError(["completion", "tcsh"], mentions: "SHELL must be bash, zsh or fish, not 'tcsh'")
+        for command in commands {
+            let help = try restdemo([command, "--help"], useServer: false)
+            XCTAssertTrue(help.stdout.contains("\n\nExample:\n  restdemo "), command)
+        }
+    }
+
     func testBadBaseURLIsAUsageError() throws {
         let run = try restdemo(["--base-url", "ftp://x", "users"], useServer: false)
         XCTAssertEqual(run.status, 64)
@@ -269,7 +291,7 @@ final class RestDemoTests: MockServerTestCase {
         }
         let commandHelp = try restdemo(["users", "--help"], useServer: false)
         XCTAssertTrue(commandHelp.stdout.hasPrefix("usage: restdemo users [--page N] [--per-page N] [--headers]"))
-        XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 1.0.0 (RestManager 1.0)\n")
+        XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 2.0.0 (RestManager 2.0)\n")
     }
 
     func testServeWithStubsAnswersFromTheFile() throws {

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The suite once more with code coverage: prints line coverage of the library file and of MockServer,
+# and fails when the library file drops below 90 %.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minimum=90
+swift test --enable-code-coverage --scratch-path .build-coverage >/dev/null 2>&1 || { echo "tests failed under coverage"; exit 1; }
+binary=.build-coverage/debug/RestManagerPackageTests.xctest
+profile=.build-coverage/debug/codecov/default.profdata
+report() { llvm-cov report "$binary" -instr-profile="$profile" "$@"; }
+# The TOTAL line's columns: regions, missed, cover, functions, missed, executed, lines, missed, cover, …
+library=$(report Sources/RestManager/RestManager.swift | awk '/^TOTAL/ { print $10 }')
+mock=$(report Sources/MockServer | awk '/^TOTAL/ { print $10 }')
+echo "line coverage: Sources/RestManager/RestManager.swift $library, Sources/MockServer $mock"
+python3 -c "import sys; sys.exit(0 if float('${library%\%}') >= $minimum else 1)" \
+  || { echo "the library file's line coverage is below $minimum %"; exit 1; }

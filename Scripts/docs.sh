@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation from the library file's symbol graph and the catalog, warnings as
+# errors (a broken symbol link fails). Output: .build-docs/RestManager.doccarchive (or $1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+output="${1:-.build-docs/RestManager.doccarchive}"
+graphs=$(mktemp -d)
+trap 'rm -rf "$graphs"' EXIT
+swiftc -emit-module -module-name RestManager -parse-as-library -swift-version 6 \
+  -emit-module-path "$graphs/RestManager.swiftmodule" \
+  -emit-symbol-graph -emit-symbol-graph-dir "$graphs" -symbol-graph-minimum-access-level public \
+  Sources/RestManager/RestManager.swift
+# Every public declaration has a /// summary (attributes such as @discardableResult may stand between).
+python3 - <<'PY'
+import re, sys
+lines = open("Sources/RestManager/RestManager.swift").read().split("\n")
+missing = []
+for index, line in enumerate(lines):
+    if re.match(r"\s*public (?!extension)", line) or re.match(r"\s*@\w+.*\bpublic\b", line):
+        previous = index - 1
+        while previous >= 0 and lines[previous].strip().startswith("@"):
+            previous -= 1
+        if previous < 0 or not lines[previous].strip().startswith("///"):
+            missing.append(f"Sources/RestManager/RestManager.swift:{index + 1}: {line.strip()}")
+if missing:
+    print("public declarations without a /// summary:\n" + "\n".join(missing))
+    sys.exit(1)
+PY
+mkdir -p "$(dirname "$output")"
+docc convert Sources/RestManager/RestManager.docc --additional-symbol-graph-dir "$graphs" \
+  --fallback-display-name RestManager --fallback-bundle-identifier org.restmanager.RestManager \
+  --output-path "$output" --warnings-as-errors
+echo "documentation: $output (open it with: docc preview Sources/RestManager/RestManager.docc --additional-symbol-graph-dir <graphs>, or serve the archive)"
