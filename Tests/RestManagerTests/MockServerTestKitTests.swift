@@ -192,3 +192,50 @@ final class MockServerStubsOnlyTests: MockServerTestCase {
         XCTAssertEqual(send(.delete, "/api/users/2").statusCode, 204)
     }
 }
+
+/// A slow handler holds up only its own connection.
+final class MockServerHandlerIsolationTests: MockServerTestCase {
+    func testASlowHandlerHoldsUpNoOtherRequest() {
+        let release = DispatchSemaphore(value: 0)
+        server.stub(path: "/slow") { _ in
+            _ = release.wait(timeout: .now() + 10)
+            return .text("slow")
+        }
+        let slowDone = expectation(description: "slow")
+        rest.makeRequest(toURL: url("/slow"), withHttpMethod: .get) { _ in slowDone.fulfill() }
+        XCTAssertEqual(server.takeRequest(timeout: 5)?.path, "/slow")
+        let started = Date()
+        XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2, "answered while the slow handler still runs")
+        release.signal()
+        wait(for: [slowDone], timeout: 10)
+    }
+}
+
+/// `RestManager(configuration:)` uses a configuration as given: here a URLProtocol stub, no network.
+final class CustomConfigurationTests: XCTestCase {
+    final class StubProtocol: URLProtocol {
+        override class func canInit(with request: URLRequest) -> Bool { request.url?.host == "stub.invalid" }
+        override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+        override func startLoading() {
+            let url = request.url ?? URL(fileURLWithPath: "/")
+            let response = HTTPURLResponse(url: url, statusCode: 203, httpVersion: "HTTP/1.1", headerFields: ["X-Stub": "yes"])
+            if let response { client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed) }
+            client?.urlProtocol(self, didLoad: Data("stubbed \(request.httpMethod ?? "?")".utf8))
+            client?.urlProtocolDidFinishLoading(self)
+        }
+        override func stopLoading() {}
+    }
+
+    func testAURLProtocolStubAnswersThroughTheGivenConfiguration() async {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.protocolClasses = [StubProtocol.self]
+        let rest = RestManager(configuration: configuration)
+        rest.timeoutInterval = 5
+        let results = await rest.makeRequest(toURL: URL(string: "http://stub.invalid/thing")!, withHttpMethod: .post)
+        XCTAssertNil(results.error)
+        XCTAssertEqual(results.statusCode, 203)
+        XCTAssertEqual(results.response?.headers.value(forKey: "x-stub"), "yes")
+        XCTAssertEqual(results.data, Data("stubbed POST".utf8))
+    }
+}
