@@ -175,6 +175,19 @@ final class MockServerTestKitTests: MockServerTestCase {
     }
 }
 
+/// What refuses a bad header in a stub (the message the precondition failure shows).
+final class MockServerResponseHeaderTests: XCTestCase {
+    func testHeaderProblemsNameTheHeader() {
+        XCTAssertNil(MockServer.Response.headerProblem([("X-A", "b, c"), ("ETag", "\"v1\"")]))
+        XCTAssertEqual(MockServer.Response.headerProblem([("Bad Name", "v")]), "header name 'Bad Name' is not a valid token")
+        XCTAssertEqual(MockServer.Response.headerProblem([("", "v")]), "header name '' is not a valid token")
+        XCTAssertEqual(MockServer.Response.headerProblem([("X-Ok", "v"), ("X-Evil", "a\r\nInjected: yes")]),
+                       "the value of header 'X-Evil' contains CR, LF or NUL")
+        XCTAssertEqual(MockServer.Response.headerProblem([("X-Nul", "a\u{0}b")]), "the value of header 'X-Nul' contains CR, LF or NUL")
+        XCTAssertEqual(MockServer.Response.headerProblem([("X\r\nY", "v")]), "header name 'X\\u{d}\\u{a}Y' is not a valid token")
+    }
+}
+
 /// With `servesReqres` off, only what the test defines answers.
 final class MockServerStubsOnlyTests: MockServerTestCase {
     override var serverConfiguration: MockServer.Configuration {
