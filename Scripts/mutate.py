@@ -98,6 +98,7 @@ def main():
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--sample", type=int)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keys", help="comma-separated mutant keys (as --list prints them) to run again")
     parser.add_argument("--seed-from-commit", action="store_true")
     parser.add_argument("--check", action="store_true", help="exit 1 when a survivor is not listed as equivalent")
     parser.add_argument("--report")
@@ -117,7 +118,13 @@ def main():
     if arguments.seed_from_commit:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE, text=True).stdout.strip() or "0"
         seed = int(head[:8], 16)
-    chosen = mutants if arguments.all else random.Random(seed).sample(mutants, min(arguments.sample or 6, len(mutants)))
+    if arguments.keys:
+        wanted = set(arguments.keys.split(","))
+        chosen = [mutant for mutant in mutants if key_of(mutant) in wanted]
+    elif arguments.all:
+        chosen = mutants
+    else:
+        chosen = random.Random(seed).sample(mutants, min(arguments.sample or 6, len(mutants)))
     print(f"mutation testing {LIBRARY}: {len(chosen)} of {len(mutants)} mutants, seed {seed}", flush=True)
 
     # A private copy with its own build folder, so the working tree is never touched (or, with

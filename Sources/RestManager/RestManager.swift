@@ -1818,7 +1818,7 @@ public final class RestManager: @unchecked Sendable {
             transport.session.delegateQueue.addOperation { task.cancel() }
         }
 
-        private static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
+        static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
             first.scheme?.lowercased() == second.scheme?.lowercased()
                 && first.host?.lowercased() == second.host?.lowercased()
                 && effectivePort(first) == effectivePort(second)

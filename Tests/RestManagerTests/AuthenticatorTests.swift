@@ -68,6 +68,13 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(refresher.rejected, ["old"])
     }
 
+    func testACredentialValidForMoreThanThirtySecondsIsSentAsIs() {
+        _ = install(Credential(accessToken: "still-good", expiresAt: Date(timeIntervalSinceNow: 45)))
+        protect { $0 == "still-good" }
+        XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+        XCTAssertEqual(refresher.count, 0)
+    }
+
     func testFiftyConcurrent401sShareOneRefreshAndAllSucceed() {
         let authenticator = install(Credential(accessToken: "old"))
         protect { $0 == "new-1" }

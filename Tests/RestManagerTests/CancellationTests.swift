@@ -33,6 +33,10 @@ final class CancellationTests: MockServerTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 1)
         XCTAssertTrue(cancelled(box.value))
         XCTAssertEqual(box.count, 1)
+        // The network call ends too: the server sees the connection close (not at the 10 s deadline).
+        let server = self.server!
+        let closed = expectation(for: NSPredicate { _, _ in server.openConnectionCount == 0 }, evaluatedWith: nil)
+        wait(for: [closed], timeout: 3)
     }
 
     func testCancelAfterCompletionDoesNothing() {

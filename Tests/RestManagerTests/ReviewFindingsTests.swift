@@ -51,6 +51,24 @@ final class ReviewFindingsTests: MockServerTestCase {
         XCTAssertNil(entity.value(forKey: "a"))
     }
 
+    func testEntitiesAreEqualOnlyWithTheSamePairsInOrderAndTheSameKeyComparison() {
+        var first = RestManager.RestEntity(), second = RestManager.RestEntity()
+        first.add(value: "1", forKey: "a")
+        second.add(value: "1", forKey: "a")
+        XCTAssertEqual(first, second)
+        second.add(value: "2", forKey: "a")
+        XCTAssertNotEqual(first, second, "another value")
+        var reordered = RestManager.RestEntity()
+        reordered.add(value: "2", forKey: "b")
+        reordered.add(value: "1", forKey: "a")
+        first.add(value: "2", forKey: "b")
+        XCTAssertNotEqual(first, reordered, "another order")
+        var headers = RestManager.RestEntity(ignoringKeyCase: true)
+        headers.add(value: "1", forKey: "a")
+        headers.add(value: "2", forKey: "b")
+        XCTAssertNotEqual(first, headers, "another key comparison")
+    }
+
     func testHeaderChangesFromManyThreadsAreAllKept() {
         let rest = self.rest!
         DispatchQueue.concurrentPerform(iterations: 2000) { index in
