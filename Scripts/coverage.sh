@@ -7,7 +7,10 @@ minimum=90
 swift test --enable-code-coverage --scratch-path .build-coverage >/dev/null 2>&1 || { echo "tests failed under coverage"; exit 1; }
 binary=.build-coverage/debug/RestManagerPackageTests.xctest
 profile=.build-coverage/debug/codecov/default.profdata
-report() { llvm-cov report "$binary" -instr-profile="$profile" "$@"; }
+# The toolchain's own llvm-cov: another LLVM on the PATH cannot read this profile format.
+cov="$(dirname "$(command -v swiftc)")/llvm-cov"
+[[ -x "$cov" ]] || cov=llvm-cov
+report() { "$cov" report "$binary" -instr-profile="$profile" "$@"; }
 # The TOTAL line's columns: regions, missed, cover, functions, missed, executed, lines, missed, cover, …
 library=$(report Sources/RestManager/RestManager.swift | awk '/^TOTAL/ { print $10 }')
 mock=$(report Sources/MockServer | awk '/^TOTAL/ { print $10 }')

@@ -73,11 +73,17 @@ def catalogue(text):
     return mutants
 
 def run(command, cwd, timeout):
+    """Runs `command` in a process group of its own; on timeout the whole group (swift test's
+    xctest child included) is killed, so a hanging mutant leaves nothing behind."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
     try:
-        result = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, text=True)
-        return result.returncode, result.stdout
-    except subprocess.TimeoutExpired as error:
-        return 124, (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        output, _ = process.communicate(timeout=timeout)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        output, _ = process.communicate()
+        return 124, output
 
 def equivalents():
     known = {}
