@@ -192,9 +192,18 @@ final class AuthenticatorTests: MockServerTestCase {
         let done = expectation(description: "cancelled")
         let box = ResultBox<RestManager.Results>()
         let handle = rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { box.set($0); done.fulfill() }
-        XCTAssertNotNil(server.takeRequest(timeout: 5))
+        // Cancel while the refresh (50 ms) runs: the request is waiting for it then.
+        let refresher = self.refresher
+        let refreshing = expectation(for: NSPredicate { _, _ in refresher.count == 1 }, evaluatedWith: nil)
+        wait(for: [refreshing], timeout: 5)
         handle.cancel()
         wait(for: [done], timeout: 1)
         guard case .cancelled? = box.value?.error as? RestManager.CustomError else { return XCTFail("\(String(describing: box.value?.error))") }
+        // Once the refresh is over, the cancelled request is not sent again.
+        let authenticator = try? XCTUnwrap(rest.authenticator)
+        let refreshed = expectation(for: NSPredicate { _, _ in authenticator?.credential?.accessToken == "new-1" }, evaluatedWith: nil)
+        wait(for: [refreshed], timeout: 5)
+        XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/secure", "/api/users/2"])
     }
 }
