@@ -48,7 +48,7 @@ enum ParseResult {
 /// so every byte of a head or chunked body is examined once: cost is linear in the request size.
 /// After `.complete` the parser is ready for the next request (pass the bytes after `consumed`).
 struct RequestParser {
-    private static let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+    private static let token = HeaderText.tokenBytes
     private static let cr: UInt8 = 13
     private static let lf: UInt8 = 10
 
@@ -174,18 +174,15 @@ struct RequestParser {
         var length = 0
         if let first = contentLengths.first {
             guard contentLengths.allSatisfy({ $0 == first }) else { return .failure(status: 400, reason: "different Content-Length values") }
-            guard let value = Self.decimal(first) else { return .failure(status: 400, reason: "invalid Content-Length") }
+            // Digits only, at most 15 of them: a length that cannot overflow.
+            guard let value = Numbers.integer(first, in: 0...999_999_999_999_999) else {
+                return .failure(status: 400, reason: "invalid Content-Length")
+            }
             length = value
         }
         if length > maximumBodyBytes { return .failure(status: 413, reason: "body too large") }
         phase = .fixed(request, bodyStart: headEnd, length: length, expectsContinue: expectsContinue)
         return fixedBody(buffer, request: request, bodyStart: headEnd, length: length, expectsContinue: expectsContinue)
-    }
-
-    /// Digits only, at most 15 of them (no sign, no space): a length that cannot overflow.
-    static func decimal<S: StringProtocol>(_ text: S) -> Int? {
-        guard !text.isEmpty, text.utf8.count <= 15, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return Int(text)
     }
 
     private struct HeadFailure: Error {

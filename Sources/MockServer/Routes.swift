@@ -198,11 +198,12 @@ enum Numbers {
 
 /// Checks on bytes that the server writes into response headers: bytes, not `Character`s (CR LF is one grapheme).
 enum HeaderText {
-    private static let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+    /// The bytes of an RFC 9110 token (header names, methods).
+    static let tokenBytes = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
 
     /// An RFC 9110 token: a valid header name.
     static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { token.contains($0) }
+        !text.isEmpty && text.utf8.allSatisfy { tokenBytes.contains($0) }
     }
 
     /// A header value free of CR, LF and NUL.

@@ -299,7 +299,8 @@ public final class RestManager: @unchecked Sendable {
     ///
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
-        try withState { try RequestBuilder.build($0.tutorialRequest(httpMethod, url: url), snapshot: $0) }
+        let snapshot = withState { $0 }
+        return try RequestBuilder.build(snapshot.tutorialRequest(httpMethod, url: url), snapshot: snapshot)
     }
 
     // MARK: - Public API: requests as values

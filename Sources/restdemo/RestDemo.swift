@@ -15,6 +15,7 @@ struct Exit: Error {
     static let httpError: Int32 = 1
     static let usage: Int32 = 64
     static let badData: Int32 = 65
+    static let noInput: Int32 = 66
     static let unavailable: Int32 = 69
     static let cannotWrite: Int32 = 74
 }

@@ -18,7 +18,7 @@ enum StubFile {
     static func load(_ path: String) throws -> [FileStub] {
         let file = URL(fileURLWithPath: path)
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw Exit(code: 66, message: "cannot read the stubs file \(path)")
+            throw Exit(code: Exit.noInput, message: "cannot read the stubs file \(path)")
         }
         let json: Any
         do { json = try JSONSerialization.jsonObject(with: data) } catch {
