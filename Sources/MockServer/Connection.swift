@@ -72,16 +72,41 @@ struct Connection {
                 }
             case .complete(let parsed, let consumed):
                 start += consumed
+                var streamed: (count: Int, checksum: UInt64)?
+                if let length = parsed.streamedBodyLength {
+                    guard let checksum = receiveStreamedBody(length, buffer: &buffer, start: &start, scratch: &scratch) else { return }
+                    streamed = (length, checksum)
+                }
                 continueSent = false
                 requestStarted = start < buffer.count ? .now() : nil
                 headDone = nil
                 let request = ReceivedRequest(parsed, connectionID: id)
                 server.setAnswering(id, true)
                 server.record(request)
-                let keepOpen = answer(parsed, request)
+                let keepOpen = streamed.map { write(TransferEndpoints.receipt(request, byteCount: $0.count, checksum: $0.checksum),
+                                                    keepAlive: parsed.keepAlive, includeBody: true) && parsed.keepAlive }
+                    ?? answer(parsed, request)
                 server.setAnswering(id, false)
                 guard keepOpen else { return }
             }
+        }
+    }
+
+    /// Reads `length` body bytes as they come (some may be in `buffer` already), keeping only their
+    /// checksum; nil when the client stops sending for the idle timeout, leaves, or the server stops.
+    private func receiveStreamedBody(_ length: Int, buffer: inout [UInt8], start: inout Int, scratch: inout [UInt8]) -> UInt64? {
+        var left = length
+        var checksum: UInt64 = 0xcbf2_9ce4_8422_2325
+        while true {
+            let count = min(left, buffer.count - start)
+            checksum = buffer[start..<(start + count)].withUnsafeBytes { TransferEndpoints.fnv1a64($0, continuing: checksum) }
+            start += count
+            left -= count
+            if left == 0 { return checksum }
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            guard Socket.poll([descriptor], wake: wake, timeout: server.configuration.idleTimeout) == .ready,
+                  Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return nil }
         }
     }
 
@@ -167,17 +192,23 @@ struct Connection {
     private func write(_ response: HTTPResponse, keepAlive: Bool, includeBody: Bool) -> Bool {
         if response.delayBeforeHeaders > 0 && !server.pause(seconds: response.delayBeforeHeaders) { return false }
         let bytes = response.serialized(keepAlive: keepAlive, includeBody: includeBody)
-        if let generated = response.generatedBodyLength, includeBody {
-            // Generated bodies go out in fixed-size pieces: memory per response stays at one block.
+        if let generated = response.generatedBodyLength, includeBody, response.allowsBody {
+            // Generated bodies go out in pieces of one block: memory per response stays at one block.
             guard write(bytes[...]) else { return false }
-            var left = generated
+            let chunked = response.headers.contains { $0.name.lowercased() == "transfer-encoding" }
             let block = TestEndpoints.patternBlock
+            var left = generated, budget = response.dropAfterBodyBytes ?? Int.max
+            var position = response.generatedBodyOffset % 251
             while left > 0 {
-                let count = min(left, block.count)
-                guard write(block[..<count]) else { return false }
-                left -= count
+                guard budget > 0 else { return false }
+                let count = min(left, block.count - position, budget)
+                let piece = block[position..<(position + count)]
+                guard chunked ? write((Array("\(String(count, radix: 16))\r\n".utf8) + piece + [13, 10])[...]) : write(piece) else {
+                    return false
+                }
+                (left, budget, position) = (left - count, budget - count, (position + count) % block.count)
             }
-            return true
+            return !chunked || write(Array("0\r\n\r\n".utf8)[...])
         }
         if let stallAfter = response.stallAfterBodyBytes, includeBody {
             let split = bytes.count - response.body.count + min(stallAfter, response.body.count)

@@ -18,6 +18,8 @@ struct ParsedRequest {
     var body: [UInt8]
     /// Header names lower-cased once, for lookups.
     var lowercasedNames: [String] = []
+    /// For a body streamed past the parser (the upload sink): its length; `body` is then empty.
+    var streamedBodyLength: Int?
 
     var keepAlive: Bool {
         let connection = header("connection")?.lowercased() ?? ""
@@ -179,6 +181,10 @@ struct RequestParser {
                 return .failure(status: 400, reason: "invalid Content-Length")
             }
             length = value
+        }
+        if !contentLengths.isEmpty, TransferEndpoints.streamsBody(target: request.target) {
+            request.streamedBodyLength = length
+            return .complete(request, consumed: headEnd)
         }
         if length > maximumBodyBytes { return .failure(status: 413, reason: "body too large") }
         phase = .fixed(request, bodyStart: headEnd, length: length, expectsContinue: expectsContinue)
@@ -374,6 +380,10 @@ struct HTTPResponse {
     /// When set, the body is `TestEndpoints.pattern` of this many bytes, generated while it is
     /// written (`body` is ignored): memory stays at one block whatever the size.
     var generatedBodyLength: Int?
+    /// Where in the pattern a generated body starts (for byte ranges).
+    var generatedBodyOffset = 0
+    /// Close the connection after this many body bytes (for interrupted transfers).
+    var dropAfterBodyBytes: Int?
 
     init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -413,6 +423,7 @@ struct HTTPResponse {
         case 200: return "OK"
         case 201: return "Created"
         case 204: return "No Content"
+        case 206: return "Partial Content"
         case 301: return "Moved Permanently"
         case 302: return "Found"
         case 303: return "See Other"
@@ -426,6 +437,7 @@ struct HTTPResponse {
         case 405: return "Method Not Allowed"
         case 408: return "Request Timeout"
         case 413: return "Content Too Large"
+        case 416: return "Range Not Satisfiable"
         case 429: return "Too Many Requests"
         case 431: return "Request Header Fields Too Large"
         case 500: return "Internal Server Error"

@@ -85,6 +85,12 @@ enum TestEndpoints {
             var response = HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")])
             response.generatedBodyLength = size
             return .response(response)
+        case "files":
+            return .response(TransferEndpoints.file(request, sizeText: argument))
+        case "upload":
+            // A chunked body (a streamed one with Content-Length never gets here).
+            let checksum = request.body.withUnsafeBytes { TransferEndpoints.fnv1a64($0) }
+            return .response(TransferEndpoints.receipt(request, byteCount: request.body.count, checksum: checksum))
         case "close-before-response":
             return .close
         case "close-mid-body":

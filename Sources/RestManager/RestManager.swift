@@ -346,6 +346,73 @@ public final class RestManager: @unchecked Sendable {
                                    revealingSecrets: revealingSecrets)
     }
 
+    // MARK: - Public API: transfers
+
+    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers
+    /// and credential; not its query or body). Calls `completion` once, on `callbackQueue`.
+    ///
+    /// The bytes go to `<destination>.part` as they arrive; the file appears at `destination` in one
+    /// atomic rename only when the transfer is complete with a 2xx status (a non-2xx answer fails with
+    /// `.unacceptableStatusCode`, its first 64 KiB as `body`). An interrupted download leaves its
+    /// `.part` file, and the next call for the same destination resumes it with `Range` and `If-Range`
+    /// (starting over when the server's file changed). `maximumResponseSize` does not apply.
+    ///
+    /// ```swift
+    /// rest.download(fromURL: videoURL, to: moviesFolder.appendingPathComponent("talk.mp4"),
+    ///               progress: { print(Int(($0.fractionCompleted ?? 0) * 100), "%") }) { result in … }
+    /// ```
+    @discardableResult
+    public func download(fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+                         completion: @escaping @Sendable (Result<URL, CustomError>) -> Void) -> RequestHandle {
+        var request = Request(.get, url: url)
+        request.destination = destination
+        return perform(request, snapshot: withState { $0 }, progress: progress) { results in
+            completion(Result { try results.validate(); return destination }.mapError(CustomError.wrap))
+        }
+    }
+
+    /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
+    ///
+    /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
+    public func download(fromURL url: URL, to destination: URL,
+                         progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> URL {
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { completion in
+            self.download(fromURL: url, to: destination, progress: progress, completion: completion)
+        }.get()
+    }
+
+    /// Sends the file at `fileURL` as the body, streamed from disk (`Content-Length` from its size;
+    /// `Content-Type` from the manager's headers, else `application/octet-stream`), with the manager's
+    /// headers and credential but not its query or body parameters.
+    ///
+    /// A missing or unreadable file fails with `.fileAccessFailed` before anything is sent.
+    @discardableResult
+    public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
+                       progress: (@Sendable (TransferProgress) -> Void)? = nil,
+                       completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
+        var request = Request(httpMethod, url: url)
+        request.bodyFile = fileURL
+        return perform(request, snapshot: withState { $0 }, progress: progress, completion: completion)
+    }
+
+    /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
+    public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
+                       progress: (@Sendable (TransferProgress) -> Void)? = nil) async -> Results {
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { completion in
+            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: completion)
+        }
+    }
+
+    /// Adds the file at `fileURL` to send as `multipart/form-data`, streamed from disk, never read
+    /// whole into memory (the body is assembled in a temporary file, removed when the call ends).
+    ///
+    /// - Parameter fileName: the name the server sees (default: the file's own name).
+    public func addFile(at fileURL: URL, fieldName: String, fileName: String? = nil, mimeType: String) {
+        var part = MultipartBody.Part(name: fieldName, fileName: fileName ?? fileURL.lastPathComponent, contentType: mimeType, data: Data())
+        part.fileURL = fileURL
+        withState { $0.files.append(part) }
+    }
+
     // MARK: - Nested types: HttpMethod
 
     /// HTTP methods. The raw values are the tutorial's; `name` is what goes on the wire.
@@ -620,6 +687,28 @@ public final class RestManager: @unchecked Sendable {
         static var emptyBody: Self { get }
     }
 
+    // MARK: - Nested types: TransferProgress
+
+    /// How far a download or upload has come, reported on `callbackQueue` about ten times a second and
+    /// once at the end; `completedBytes` never decreases (a resumed download counts what was on disk).
+    public struct TransferProgress: Sendable, Equatable {
+        /// Bytes transferred so far.
+        public var completedBytes: Int64
+        /// The size, from `Content-Length` or `Content-Range` (or the file's); nil when unknown.
+        public var totalBytes: Int64?
+
+        /// A figure.
+        public init(completedBytes: Int64, totalBytes: Int64?) {
+            self.completedBytes = completedBytes
+            self.totalBytes = totalBytes
+        }
+
+        /// From 0 to 1, or nil when the size is not known (1 for an empty transfer).
+        public var fractionCompleted: Double? {
+            totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 }
+        }
+    }
+
     // MARK: - Nested types: CustomError
 
     /// Everything that can go wrong, each case saying what and where.
@@ -658,6 +747,8 @@ public final class RestManager: @unchecked Sendable {
         /// The authenticator could not provide a credential: its refresh failed (the reason says
         /// why) or ran more than five times within 30 s.
         case authenticationFailed(reason: String)
+        /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
+        case fileAccessFailed(URL, reason: String)
 
         /// A sentence saying what went wrong.
         public var errorDescription: String? {
@@ -681,6 +772,7 @@ public final class RestManager: @unchecked Sendable {
             case let .responseTooLarge(limit):
                 return "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it."
             case let .authenticationFailed(reason): return "Authentication failed: \(reason)."
+            case let .fileAccessFailed(url, reason): return "The file '\(url.path)' cannot be used: \(reason)."
             case let .unexpectedRedirect(url):
                 return "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
             }
@@ -772,6 +864,8 @@ public final class RestManager: @unchecked Sendable {
             public var contentType: String?
             /// The part's bytes.
             public var data: Data
+            /// A file whose bytes are streamed instead of `data` (`addFile(at:)`).
+            var fileURL: URL?
 
             /// Creates a part.
             public init(name: String, fileName: String? = nil, contentType: String? = nil, data: Data) {
@@ -808,18 +902,42 @@ public final class RestManager: @unchecked Sendable {
         /// The encoded body.
         public func encoded() -> Data {
             var body = Data()
+            for part in parts { body += head(of: part) + part.data + Data("\r\n".utf8) }
+            return body + Data("--\(boundary)--\r\n".utf8)
+        }
+
+        private func head(of part: Part) -> Data {
+            var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
+            if let fileName = part.fileName { head += "; filename=\"\(Encoding.quotedParameter(fileName))\"" }
+            head += "\r\n"
+            if let contentType = part.contentType { head += "Content-Type: \(Encoding.singleLine(contentType))\r\n" }
+            return Data((head + "\r\n").utf8)
+        }
+
+        /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
+        func write(to file: URL) throws {
+            let output = try FileStream(writingTo: file, append: false)
+            defer { output.close() }
             for part in parts {
-                var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
-                if let fileName = part.fileName { head += "; filename=\"\(Encoding.quotedParameter(fileName))\"" }
-                head += "\r\n"
-                if let contentType = part.contentType { head += "Content-Type: \(Encoding.singleLine(contentType))\r\n" }
-                head += "\r\n"
-                body.append(Data(head.utf8))
-                body.append(part.data)
-                body.append(Data("\r\n".utf8))
+                try output.write(head(of: part))
+                if let source = part.fileURL {
+                    try FileStream.check(source)
+                    guard let input = InputStream(url: source) else { throw FileStream.failure(source, "it cannot be opened") }
+                    input.open()
+                    defer { input.close() }
+                    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                    while true {
+                        let count = input.read(&buffer, maxLength: buffer.count)
+                        guard count >= 0 else { throw FileStream.failure(source, "it cannot be read") }
+                        if count == 0 { break }
+                        try output.write(Data(buffer[..<count]))
+                    }
+                } else {
+                    try output.write(part.data)
+                }
+                try output.write(Data("\r\n".utf8))
             }
-            body.append(Data("--\(boundary)--\r\n".utf8))
-            return body
+            try output.write(Data("--\(boundary)--\r\n".utf8))
         }
     }
 
@@ -857,6 +975,10 @@ public final class RestManager: @unchecked Sendable {
         /// The longest the whole call may take, retries included (nil: the manager's `timeoutInterval`).
         public var timeoutInterval: TimeInterval?
         var files: [MultipartBody.Part] = []
+        /// A body streamed from this file (`upload(fileAt:)`, or an assembled multipart body).
+        var bodyFile: URL?
+        /// Where a download goes.
+        var destination: URL?
         private var headerEntity = RestEntity(ignoringKeyCase: true)
 
         /// A request with no headers, parameters or body.
@@ -1136,6 +1258,12 @@ public final class RestManager: @unchecked Sendable {
         static let userAgent = "RestManager/2.0"
 
         static func build(_ value: Request, snapshot: Snapshot) throws -> URLRequest {
+            var value = value
+            // Files added by URL, when only inspected (`makeURLRequest`): read into the body.
+            for index in value.files.indices {
+                guard let file = value.files[index].fileURL else { continue }
+                do { value.files[index].data = try Data(contentsOf: file) } catch { try FileStream.check(file); throw FileStream.failure(file, "\(error)") }
+            }
             let timeout = value.timeoutInterval ?? snapshot.timeout
             guard timeout > 0, timeout.isFinite else { throw CustomError.invalidTimeout(timeout) }
             let method = value.method
@@ -1150,7 +1278,11 @@ public final class RestManager: @unchecked Sendable {
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
-            if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
+            if let file = value.bodyFile {
+                guard method != .get && method != .head else { throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body") }
+                try FileStream.check(file)
+                if headers.value(forKey: "Content-Type") == nil { headers.add(value: "application/octet-stream", forKey: "Content-Type") }
+            } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
             } else {
                 // Headers that describe a body go only with one (a GET after a POST on the same manager).
@@ -1192,6 +1324,23 @@ public final class RestManager: @unchecked Sendable {
                 headers.add(value: "application/octet-stream", forKey: "Content-Type")
             }
             return snapshot.body
+        }
+
+        /// `value` with its files added by URL and its body fields as one multipart body in a
+        /// temporary file, to be streamed from there.
+        static func assembleMultipart(_ value: Request) throws -> Request {
+            var multipart = MultipartBody()
+            for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
+            multipart.parts += value.files
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("RestManager-\(UUID().uuidString).multipart")
+            do { try multipart.write(to: file) } catch {
+                try? FileManager.default.removeItem(at: file)
+                throw error
+            }
+            var streamed = value
+            (streamed.files, streamed.bodyParameters, streamed.bodyFile) = ([], RestEntity(), file)
+            streamed.headers.add(value: multipart.contentType, forKey: "Content-Type")
+            return streamed
         }
 
         /// `url` itself when absolute; else `base` and `url` joined with exactly one "/".
@@ -1411,33 +1560,58 @@ public final class RestManager: @unchecked Sendable {
 
     /// The one core request path: every public call ends here. The request is built and started
     /// on the caller's thread, as raw URLSession's are: no queue hop before the task exists.
-    private func perform(_ value: Request, snapshot: Snapshot,
+    private func perform(_ value: Request, snapshot: Snapshot, progress: (@Sendable (TransferProgress) -> Void)? = nil,
                          completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
         // A request made by the authenticator's own refresh goes without it (no waiting on itself).
         if Authenticator.isRefreshing { snapshot.authenticator = nil }
-        let handle = RequestHandle(queue: snapshot.callbackQueue, completion: completion)
-        let request: URLRequest
-        do {
-            request = try RequestBuilder.build(value, snapshot: snapshot)
-        } catch {
-            handle.deliver(Results(withError: CustomError.wrap(error)))
-            snapshot.eventHandler?(.finished(URLRequest(url: value.url), Results(withError: CustomError.wrap(error)), duration: 0))
+        // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
+        let queue = progress == nil ? snapshot.callbackQueue : DispatchQueue(label: "RestManager.progress", target: snapshot.callbackQueue)
+        let handle = RequestHandle(queue: queue, completion: completion)
+        let report = progress.map { progress in { @Sendable (figure: TransferProgress) in queue.async { progress(figure) } } }
+        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }) else {
+            start(value, snapshot: snapshot, handle: handle, report: report, temporaryFile: nil)
             return handle
         }
+        // Assembling a multipart body copies files: not on the caller's thread.
+        DispatchQueue.global(qos: .userInitiated).async { [snapshot] in
+            do {
+                let streamed = try RequestBuilder.assembleMultipart(value)
+                self.start(streamed, snapshot: snapshot, handle: handle, report: report, temporaryFile: streamed.bodyFile)
+            } catch {
+                handle.deliver(Results(withError: CustomError.wrap(error)))
+            }
+        }
+        return handle
+    }
+
+    private func start(_ value: Request, snapshot: Snapshot, handle: RequestHandle,
+                       report: (@Sendable (TransferProgress) -> Void)?, temporaryFile: URL?) {
+        let request: URLRequest
+        let transfer: Transfer
+        do {
+            request = try RequestBuilder.build(value, snapshot: snapshot)
+            transfer = Transfer(download: try value.destination.map(DownloadFile.init), bodyFile: value.bodyFile,
+                                temporaryFile: temporaryFile, report: report)
+        } catch {
+            if let temporaryFile { try? FileManager.default.removeItem(at: temporaryFile) }
+            handle.deliver(Results(withError: CustomError.wrap(error)))
+            snapshot.eventHandler?(.finished(URLRequest(url: value.url), Results(withError: CustomError.wrap(error)), duration: 0))
+            return
+        }
         let method = value.method
-        guard snapshot.deduplicates, method == .get || method == .head else {
-            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, onFinish: nil)
+        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil else {
+            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer, onFinish: nil)
             if exchange.add(handle) { exchange.start() }
-            return handle
+            return
         }
         // Joins an identical exchange in flight, or starts one that later callers can join.
         let key = Self.sharingKey(request, snapshot)
         let inFlight = self.inFlight
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
-            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport) { finished in
+            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer) { finished in
                 inFlight.withLock { table in
                     if table[key] === finished { table[key] = nil }
                 }
@@ -1447,7 +1621,6 @@ public final class RestManager: @unchecked Sendable {
             return exchange
         }
         newExchange?.start()
-        return handle
     }
 
     /// What must be equal for two requests to share one network call: the request itself and every
@@ -1501,6 +1674,116 @@ public final class RestManager: @unchecked Sendable {
         deinit { session.finishTasksAndInvalidate() }
     }
 
+    /// A download's file: bytes go to `<destination>.part`, and the validator that lets a later call
+    /// resume them to `<destination>.part.validator`. Used by its exchange under the exchange's lock.
+    final class DownloadFile: @unchecked Sendable {
+        let destination: URL
+        private var partial: URL { URL(fileURLWithPath: destination.path + ".part") }
+        private var validatorFile: URL { URL(fileURLWithPath: destination.path + ".part.validator") }
+        private var output: FileStream?
+        private var sentValidator: String?
+        private var offset: Int64 = 0
+        private var written: Int64 = 0
+        private var total: Int64?
+        private var restarted = false
+
+        /// Checks the destination and creates its missing parent folders.
+        init(destination: URL) throws {
+            self.destination = destination
+            var isFolder: ObjCBool = false
+            guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
+            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
+                throw FileStream.failure(destination, "it is a folder")
+            }
+            do {
+                try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
+            }
+        }
+
+        /// Bytes on disk so far (a resumed download counts what it started from).
+        var progress: TransferProgress { TransferProgress(completedBytes: offset + written, totalBytes: total) }
+        var isWriting: Bool { output != nil }
+
+        /// Asks for the rest of a partial file that has a validator; otherwise starts from nothing.
+        func prepare(_ request: inout URLRequest) {
+            close()
+            let size = FileStream.size(partial) ?? 0
+            let validator = size > 0 ? (try? String(contentsOf: validatorFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 } : nil
+            (offset, written, total, sentValidator) = (validator == nil ? 0 : size, 0, nil, validator)
+            request.setValue(validator.map { _ in "bytes=\(size)-" }, forHTTPHeaderField: "Range")
+            request.setValue(validator, forHTTPHeaderField: "If-Range")
+            // Ranges count the bytes as sent, and the file must be those bytes.
+            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+
+        enum Start { case writing, inMemory, restart, unusable }
+
+        /// A 2xx goes to the partial file: appended to for a 206 that continues it, rewritten for a
+        /// 200. A 416, or a 206 that does not continue the file, starts over once.
+        func begin(_ response: HTTPURLResponse) throws -> Start {
+            let status = response.statusCode
+            let validator = response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
+                ?? response.value(forHTTPHeaderField: "Last-Modified")
+            if status == 206 || (status == 416 && sentValidator != nil) {
+                let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
+                // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
+                let echoed = response.value(forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
+                guard status == 206, let range, range.start == offset, sentValidator != nil, echoed == nil || echoed == sentValidator else {
+                    if restarted { return .unusable }
+                    restarted = true
+                    for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
+                    return .restart
+                }
+                total = range.total
+                output = try FileStream(writingTo: partial, append: true)
+                return .writing
+            }
+            guard (200..<300).contains(status) else { return .inMemory }
+            (offset, total) = (0, response.expectedContentLength >= 0 ? response.expectedContentLength : nil)
+            output = try FileStream(writingTo: partial, append: false)
+            let record = try FileStream(writingTo: validatorFile, append: false)
+            defer { record.close() }
+            try record.write(Data((validator ?? "").utf8))
+            return .writing
+        }
+
+        func write(_ data: Data) throws {
+            try output?.write(data)
+            written += Int64(data.count)
+        }
+
+        /// Closes the partial file and moves it to the destination in one atomic rename.
+        func complete() throws {
+            close()
+            guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination, String(cString: strerror(errno))) }
+            try? FileManager.default.removeItem(at: validatorFile)
+        }
+
+        func close() {
+            output?.close()
+            output = nil
+        }
+
+        /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`).
+        static func contentRange(_ text: String) -> (start: Int64, total: Int64?)? {
+            let parts = text.split { " -/".contains($0) }
+            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
+                  last >= start else { return nil }
+            return (start, Int64(parts[3]))
+        }
+    }
+
+    /// What a call streams: a download's file, an upload's body file (a temporary one is removed
+    /// with its exchange), and where progress goes.
+    struct Transfer: Sendable {
+        var download: DownloadFile?
+        var bodyFile: URL?
+        var temporaryFile: URL?
+        var report: (@Sendable (TransferProgress) -> Void)?
+    }
+
     /// One request on the wire: its redirects, its deadline, its body as it arrives, and the
     /// handles waiting for it.
     final class Exchange: @unchecked Sendable {
@@ -1532,9 +1815,18 @@ public final class RestManager: @unchecked Sendable {
         private var sentToken: String?
         private var resentAfter401 = false
         private var delayTimer: DispatchSourceTimer?
+        // Transfers (nothing when off).
+        private let transfer: Transfer
+        private let uploadSize: Int64?
+        private var bodyFile: URL?
+        private var progressTimer: DispatchSourceTimer?
+        private var lastProgress: TransferProgress?
 
-        init(request: URLRequest, snapshot: Snapshot, transport: Transport,
+        init(request: URLRequest, snapshot: Snapshot, transport: Transport, transfer: Transfer,
              onFinish: (@Sendable (Exchange) -> Void)?) {
+            self.transfer = transfer
+            self.bodyFile = transfer.bodyFile
+            self.uploadSize = transfer.bodyFile.flatMap(FileStream.size)
             self.request = request
             self.firstRequest = request
             self.method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
@@ -1548,6 +1840,10 @@ public final class RestManager: @unchecked Sendable {
             self.maximumRedirects = max(0, snapshot.maximumRedirects)
             self.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
             self.onFinish = onFinish
+        }
+
+        deinit {
+            if let file = transfer.temporaryFile { try? FileManager.default.removeItem(at: file) }
         }
 
         /// Adds a waiting handle; false when this exchange has already finished.
@@ -1565,12 +1861,20 @@ public final class RestManager: @unchecked Sendable {
             timer.schedule(deadline: .now() + min(timeout, 1e9))
             timer.setEventHandler { [weak self] in self?.deadlinePassed() }
             timer.resume()
+            let progressTimer = transfer.report.map { _ in DispatchSource.makeTimerSource(queue: transport.timerQueue) }
+            progressTimer?.schedule(deadline: .now() + 0.1, repeating: 0.1)
+            progressTimer?.setEventHandler { [weak self] in self?.reportProgress(final: false) }
+            progressTimer?.resume()
             let running = lock.withLock { () -> Bool in
                 guard !finished else { return false }
-                self.timer = timer
+                (self.timer, self.progressTimer) = (timer, progressTimer)
                 return true
             }
-            guard running else { return timer.cancel() } // cancelled before it started
+            guard running else { // cancelled before it started
+                timer.cancel()
+                progressTimer?.cancel()
+                return
+            }
             beginAttempt()
         }
 
@@ -1595,6 +1899,7 @@ public final class RestManager: @unchecked Sendable {
                 guard !finished else { return nil }
                 attempt += 1
                 redirectCount = 0
+                bodyFile = transfer.bodyFile
                 request = next
                 sentToken = token
                 return attempt
@@ -1664,7 +1969,13 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func send(_ request: URLRequest) {
-            let task = transport.session.dataTask(with: request)
+            var request = request
+            let file = lock.withLock { () -> URL? in
+                transfer.download?.prepare(&request)
+                return bodyFile
+            }
+            let task = file.map { transport.session.uploadTask(with: request, fromFile: $0) as URLSessionDataTask }
+                ?? transport.session.dataTask(with: request)
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
@@ -1681,24 +1992,70 @@ public final class RestManager: @unchecked Sendable {
         func redirectHookCalled() { lock.withLock { redirectHookRan = true } }
 
         func received(response: URLResponse, from task: URLSessionDataTask) {
-            lock.withLock {
-                guard task === self.task, !finished else { return }
+            enum Next { case proceed, restart(URLRequest), fail(Error) }
+            let next = lock.withLock { () -> Next in
+                guard task === self.task, !finished else { return .proceed }
+                if let download = transfer.download, let http = response as? HTTPURLResponse {
+                    do {
+                        switch try download.begin(http) {
+                        case .writing, .inMemory: return .proceed
+                        case .restart:
+                            self.task = nil
+                            return .restart(request)
+                        case .unusable: return .fail(CustomError.invalidResponse)
+                        }
+                    } catch { return .fail(error) }
+                }
                 // The announced length (compressed bytes, if any) is a good first guess for the size.
                 let expected = response.expectedContentLength
                 if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(maximumResponseSize ?? 64 << 20)))) }
+                return .proceed
+            }
+            switch next {
+            case .proceed: return
+            case .restart(let request):
+                cancelLater(task)
+                send(request)
+            case .fail(let error): finish(Results(withError: CustomError.wrap(error)))
             }
         }
 
         func received(data: Data, from task: URLSessionDataTask) {
-            let tooLarge = lock.withLock { () -> Int? in
+            let failure = lock.withLock { () -> Error? in
                 guard task === self.task, !finished else { return nil }
+                if let download = transfer.download {
+                    // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
+                    guard download.isWriting else { body.append(data.prefix(max(0, 65_536 - body.count))); return nil }
+                    do { try download.write(data) } catch { return error }
+                    return nil
+                }
                 // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body
                 // cannot grow past the limit in memory.
-                if let limit = maximumResponseSize, body.count + data.count > limit { return limit }
+                if let limit = maximumResponseSize, body.count + data.count > limit { return CustomError.responseTooLarge(limit: limit) }
                 body.append(data)
                 return nil
             }
-            if let tooLarge { finish(Results(withError: CustomError.responseTooLarge(limit: tooLarge))) }
+            if let failure { finish(Results(withError: CustomError.wrap(failure))) }
+        }
+
+        func reportProgress(final: Bool) { lock.withLock { reportProgressLocked(final: final) } }
+
+        /// Reports the figure when it has moved forward; with the lock held, so reports stay in order.
+        private func reportProgressLocked(final: Bool) {
+            guard let report = transfer.report, final || !finished else { return }
+            var figure: TransferProgress
+            if let download = transfer.download {
+                figure = download.progress
+                if final { figure.totalBytes = figure.completedBytes }
+            } else if final, let uploadSize {
+                figure = TransferProgress(completedBytes: uploadSize, totalBytes: uploadSize)
+            } else if let task {
+                let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : uploadSize
+                figure = TransferProgress(completedBytes: task.countOfBytesSent, totalBytes: expected)
+            } else { return }
+            guard figure != lastProgress, figure.completedBytes >= lastProgress?.completedBytes ?? 0 else { return }
+            lastProgress = figure
+            report(figure)
         }
 
         func completed(_ task: URLSessionTask, error: Error?) {
@@ -1741,6 +2098,13 @@ public final class RestManager: @unchecked Sendable {
                let location = http.value(forHTTPHeaderField: "Location") {
                 return redirect(from: http, to: location)
             }
+            if let download = transfer.download, (200..<300).contains(http.statusCode), let failure = lock.withLock({ () -> Error? in
+                guard download.isWriting else { return CustomError.invalidResponse }
+                do { try download.complete() } catch { return error }
+                return nil
+            }) {
+                return finish(Results(withError: CustomError.wrap(failure)))
+            }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
 
@@ -1775,7 +2139,10 @@ public final class RestManager: @unchecked Sendable {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
             }
-            lock.withLock { request = next }
+            lock.withLock {
+                request = next
+                if becomesGet { bodyFile = nil }
+            }
             send(next)
         }
 
@@ -1783,6 +2150,7 @@ public final class RestManager: @unchecked Sendable {
         private func finish(_ results: Results) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished else { return nil }
+                if results.isSuccess { reportProgressLocked(final: true) }
                 finished = true
                 defer { handles = []; body = Data() }
                 return (handles, takeResources(), request)
@@ -1800,10 +2168,11 @@ public final class RestManager: @unchecked Sendable {
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
 
-        /// Hands over the task, the deadline and any retry delay; call with the lock held.
+        /// Hands over the task and the timers, and closes a download's file; call with the lock held.
         private func takeResources() -> Resources {
-            defer { task = nil; timer = nil; delayTimer = nil }
-            return (task, [timer, delayTimer].compactMap { $0 })
+            transfer.download?.close()
+            defer { task = nil; timer = nil; delayTimer = nil; progressTimer = nil }
+            return (task, [timer, delayTimer, progressTimer].compactMap { $0 })
         }
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
@@ -1912,6 +2281,50 @@ public final class RestManager: @unchecked Sendable {
     private struct HandleSlot: Sendable {
         var handle: RequestHandle?
         var cancelled = false
+    }
+
+    /// A file written through `OutputStream` (no exceptions on any platform); errors are `CustomError`s.
+    final class FileStream {
+        private let stream: OutputStream
+        private let url: URL
+
+        init(writingTo url: URL, append: Bool) throws {
+            guard let stream = OutputStream(url: url, append: append) else { throw Self.failure(url, "it cannot be opened for writing") }
+            stream.open()
+            guard stream.streamStatus == .open else {
+                throw Self.failure(url, stream.streamError?.localizedDescription ?? "it cannot be opened for writing")
+            }
+            (self.stream, self.url) = (stream, url)
+        }
+
+        func write(_ data: Data) throws {
+            try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+                var offset = 0
+                while offset < raw.count, let base = raw.bindMemory(to: UInt8.self).baseAddress {
+                    let count = stream.write(base + offset, maxLength: raw.count - offset)
+                    guard count > 0 else { throw Self.failure(url, stream.streamError?.localizedDescription ?? "it cannot be written") }
+                    offset += count
+                }
+            }
+        }
+
+        func close() { stream.close() }
+
+        /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file.
+        static func check(_ url: URL) throws {
+            var isFolder: ObjCBool = false
+            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+                throw failure(url, "it does not exist")
+            }
+            guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
+            guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
+        }
+
+        static func size(_ url: URL) -> Int64? {
+            ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value
+        }
+
+        static func failure(_ url: URL, _ reason: String) -> CustomError { .fileAccessFailed(url, reason: reason) }
     }
 
     /// An `NSLock` with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15).

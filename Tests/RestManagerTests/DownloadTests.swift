@@ -1,0 +1,230 @@
+import Foundation
+import XCTest
+import RestManager
+
+/// `download(fromURL:to:)`: bytes to disk as they arrive, atomic appearance, resume with Range/If-Range.
+final class DownloadTests: MockServerTestCase {
+    /// The mock's generated files: byte i is i mod 251.
+    private func pattern(_ range: Range<Int>) -> Data { Data(range.map { UInt8($0 % 251) }) }
+
+    private func destination(_ name: String = "file.bin") -> URL { scratch.appendingPathComponent("nested/dir/" + name) }
+
+    private func partial(_ destination: URL) -> URL { URL(fileURLWithPath: destination.path + ".part") }
+
+    @discardableResult
+    private func download(_ path: String, to destination: URL, timeout: TimeInterval = 30,
+                          progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil,
+                          file: StaticString = #filePath, line: UInt = #line) -> Result<URL, RestManager.CustomError>? {
+        let done = expectation(description: "download \(path)")
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        rest.download(fromURL: url(path), to: destination, progress: progress) { result in
+            box.set(result)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: timeout)
+        return box.value
+    }
+
+    private func requests(to path: String) -> [ReceivedRequestSummary] {
+        server.receivedRequests.filter { $0.path == path }.map {
+            ReceivedRequestSummary(range: $0.header("Range"), ifRange: $0.header("If-Range"), acceptEncoding: $0.header("Accept-Encoding"))
+        }
+    }
+
+    private struct ReceivedRequestSummary: Equatable {
+        var range: String?
+        var ifRange: String?
+        var acceptEncoding: String?
+    }
+
+    func testSizesZeroOneOneBlockAndAHundredMebibytesArriveByteForByte() throws {
+        for size in [0, 1, 65_511, 65_512] {
+            let target = destination("size-\(size).bin")
+            XCTAssertEqual(try XCTUnwrap(download("/_test/files/\(size)", to: target)).get(), target)
+            XCTAssertEqual(try Data(contentsOf: target), pattern(0..<size), "size \(size)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + ".validator"))
+        }
+        let large = destination("large.bin")
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/104857600", to: large, timeout: 120)).get())
+        XCTAssertEqual(try Data(contentsOf: large), pattern(0..<104_857_600))
+        XCTAssertEqual(requests(to: "/_test/files/1"), [ReceivedRequestSummary(range: nil, ifRange: nil, acceptEncoding: "identity")])
+    }
+
+    func testAnUnknownLengthArrivesAndItsFinalProgressHasTheSize() throws {
+        let target = destination()
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/300000?chunked=1", to: target) { reports.set($0) }).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<300_000))
+        XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 300_000, totalBytes: 300_000))
+        XCTAssertTrue(reports.all.dropLast().allSatisfy { $0.totalBytes == nil })
+    }
+
+    func testProgressNeverGoesBackAndEndsAtOneHundredPercent() throws {
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/52428800", to: destination(), timeout: 60) { reports.set($0) }).get())
+        let figures = reports.all
+        XCTAssertEqual(figures.last, RestManager.TransferProgress(completedBytes: 52_428_800, totalBytes: 52_428_800))
+        XCTAssertEqual(figures.last?.fractionCompleted, 1)
+        XCTAssertEqual(figures.map(\.completedBytes), figures.map(\.completedBytes).sorted())
+        XCTAssertEqual(Set(figures.map(\.totalBytes)), [52_428_800])
+    }
+
+    /// Interrupted at several points (seeded), each time resumed from the bytes on disk.
+    func testAnInterruptedDownloadResumesWhereItStopped() throws {
+        var generator = SeededGenerator(seed: 17)
+        let size = 1_000_000
+        for _ in 0..<4 {
+            let cut = Int.random(in: 1..<size, using: &generator)
+            let target = destination("resume-\(cut).bin")
+            server.clearReceivedRequests()
+            guard case .failure(let error)? = download("/_test/files/\(size)?dropAfter=\(cut)", to: target) else {
+                return XCTFail("the cut download succeeded")
+            }
+            guard case .transport = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<cut))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
+            XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/\(size)", to: target)).get())
+            XCTAssertEqual(try Data(contentsOf: target), pattern(0..<size), "cut at \(cut)")
+            XCTAssertEqual(requests(to: "/_test/files/\(size)").last,
+                           ReceivedRequestSummary(range: "bytes=\(cut)-", ifRange: "\"1000000-v1\"", acceptEncoding: "identity"))
+        }
+    }
+
+    func testResumingCountsTheBytesAlreadyOnDisk() throws {
+        let target = destination()
+        _ = download("/_test/files/400000?dropAfter=100000", to: target)
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/400000", to: target) { reports.set($0) }).get())
+        XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 400_000, totalBytes: 400_000))
+        XCTAssertTrue(reports.all.allSatisfy { $0.completedBytes >= 100_000 && $0.totalBytes == 400_000 }, "\(reports.all)")
+    }
+
+    func testAServerThatIgnoresRangeStartsOver() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000", to: target)
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000?ignoreRange=1", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").last?.range, "bytes=5000-")
+    }
+
+    func testAChangedFileStartsOver() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000", to: target)
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000?version=2", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").last?.ifRange, "\"200000-v1\"")
+    }
+
+    /// A server that honours Range but not If-Range: its 206 with another ETag is not appended to.
+    func testARangeOfAChangedFileIsNotAppended() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000", to: target)
+        server.clearReceivedRequests()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000?version=2&ignoreIfRange=1", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").map(\.range), ["bytes=5000-", nil])
+    }
+
+    func testTheLastModifiedDateIsTheValidatorWithoutAnETag() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000&validators=date-only", to: target)
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").last?.ifRange, "Wed, 15 Nov 2023 22:13:20 GMT")
+    }
+
+    func testAFileWithoutValidatorsIsNeverResumed() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000&validators=none", to: target)
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").last?.range, nil)
+    }
+
+    /// A partial file longer than the server's file: 416, then one clean start.
+    func testARangePastTheEndStartsOver() throws {
+        let target = destination()
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(count: 2000).write(to: partial(target))
+        try Data("\"1000-v1\"".utf8).write(to: URL(fileURLWithPath: partial(target).path + ".validator"))
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/1000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<1000))
+        XCTAssertEqual(requests(to: "/_test/files/1000").map(\.range), ["bytes=2000-", nil])
+    }
+
+    func testAnErrorStatusFailsAndLeavesTheExistingFileAlone() throws {
+        let target = destination()
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data("keep me".utf8).write(to: target)
+        guard case .failure(.unacceptableStatusCode(404, let body))? = download("/_test/status/404", to: target) else {
+            return XCTFail("a 404 did not fail")
+        }
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "{\"status\":404}")
+        XCTAssertEqual(try Data(contentsOf: target), Data("keep me".utf8))
+    }
+
+    func testAFolderAsDestinationIsAnError() throws {
+        try FileManager.default.createDirectory(at: destination(), withIntermediateDirectories: true)
+        guard case .failure(.fileAccessFailed(let url, let reason))? = download("/_test/files/10", to: destination()) else {
+            return XCTFail("a folder was accepted")
+        }
+        XCTAssertEqual(url, destination())
+        XCTAssertEqual(reason, "it is a folder")
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
+    func testCancellingMidwayKeepsThePartialFileAndCompletesOnce() throws {
+        let target = destination()
+        let done = expectation(description: "cancelled")
+        let firstProgress = expectation(description: "progress")
+        firstProgress.assertForOverFulfill = false
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        let handle = rest.download(fromURL: url("/_test/files/68719476736"), to: target, progress: { _ in firstProgress.fulfill() }) {
+            box.set($0)
+            done.fulfill()
+        }
+        wait(for: [firstProgress], timeout: 10)
+        handle.cancel()
+        wait(for: [done], timeout: 10)
+        guard case .failure(.cancelled)? = box.value else { return XCTFail("\(String(describing: box.value))") }
+        XCTAssertEqual(box.count, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
+        XCTAssertGreaterThan(FileStreamSize.of(partial(target)), 0)
+    }
+
+    func testTheDeadlineEndsAStalledDownload() throws {
+        rest.timeoutInterval = 0.5
+        let target = destination()
+        let started = Date()
+        guard case .failure(.timedOut)? = download("/_test/stall?bytes=100000&seconds=30", to: target) else {
+            return XCTFail("no timeout")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<50_000))
+    }
+
+    func testARedirectIsFollowedAndTheAsyncFormReturnsTheDestination() async throws {
+        let target = destination()
+        let result = try await rest.download(fromURL: url("/_test/redirect/302?to=/_test/files/777"), to: target)
+        XCTAssertEqual(result, target)
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<777))
+    }
+
+    func testTheManagersHeadersGoButNotItsQuery() throws {
+        rest.requestHttpHeaders.add(value: "secret-key", forKey: "X-Api-Key")
+        rest.urlQueryParameters.add(value: "2", forKey: "page")
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/10", to: destination())).get())
+        let received = try XCTUnwrap(server.lastRequest(path: "/_test/files/10"))
+        XCTAssertEqual(received.header("X-Api-Key"), "secret-key")
+        XCTAssertNil(received.rawQuery)
+        XCTAssertEqual(received.method, "GET")
+    }
+}
+
+/// A file's size on disk (0 when missing).
+enum FileStreamSize {
+    static func of(_ url: URL) -> Int64 {
+        ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value ?? 0
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import XCTest
+import RestManager
+
+/// `upload(fileAt:)` and `addFile(at:)`: bodies streamed from disk, with progress.
+final class UploadTests: MockServerTestCase {
+    private struct Receipt: Decodable, Equatable {
+        var method: String
+        var bytes: Int
+        var fnv1a64: String
+        var contentType: String?
+    }
+
+    /// FNV-1a 64, written out here independently of the mock's.
+    private func fnv1a64(_ data: Data) -> String {
+        var hash: UInt64 = 14_695_981_039_346_656_037
+        for byte in data { hash = (hash ^ UInt64(byte)) &* 1_099_511_628_211 }
+        return String(hash, radix: 16)
+    }
+
+    private func file(_ name: String, _ data: Data) throws -> URL {
+        let url = scratch.appendingPathComponent(name)
+        try data.write(to: url)
+        return url
+    }
+
+    private func upload(_ file: URL, to path: String, method: RestManager.HttpMethod = .post,
+                        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil) -> RestManager.Results? {
+        let done = expectation(description: "upload")
+        let box = ResultBox<RestManager.Results>()
+        rest.upload(fileAt: file, toURL: url(path), withHttpMethod: method, progress: progress) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 120)
+        return box.value
+    }
+
+    func testEmptyAndOneHundredMebibyteFilesArriveWhole() throws {
+        let empty = try XCTUnwrap(upload(try file("empty.bin", Data()), to: "/_test/upload"))
+        XCTAssertEqual(try empty.decode(Receipt.self),
+                       Receipt(method: "POST", bytes: 0, fnv1a64: "cbf29ce484222325", contentType: "application/octet-stream"))
+        let large = Data((0..<104_857_600).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
+        let results = try XCTUnwrap(upload(try file("large.bin", large), to: "/_test/upload", method: .put))
+        XCTAssertEqual(try results.decode(Receipt.self),
+                       Receipt(method: "PUT", bytes: 104_857_600, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
+    }
+
+    func testTheContentLengthIsTheFileSizeAndTheManagersContentTypeWins() throws {
+        rest.requestHttpHeaders.add(value: "image/png", forKey: "Content-Type")
+        rest.urlQueryParameters.add(value: "2", forKey: "page")
+        let results = try XCTUnwrap(upload(try file("image.png", Data("PNG!".utf8)), to: "/_test/echo"))
+        let echo = try self.echo(results)
+        XCTAssertEqual(echo.bodyText, "PNG!")
+        XCTAssertEqual(echo.header("Content-Length"), "4")
+        XCTAssertEqual(echo.header("Content-Type"), "image/png")
+        XCTAssertNil(echo.rawQuery)
+    }
+
+    func testAMissingFileFailsBeforeAnythingIsSent() throws {
+        let missing = scratch.appendingPathComponent("deleted.bin")
+        let results = try XCTUnwrap(upload(missing, to: "/_test/upload"))
+        guard case .fileAccessFailed(let url, let reason)? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(url, missing)
+        XCTAssertEqual(reason, "it does not exist")
+        XCTAssertEqual(results.error?.localizedDescription, "The file '\(missing.path)' cannot be used: it does not exist.")
+        XCTAssertEqual(server.receivedRequests.count, 0)
+        let folder = try XCTUnwrap(upload(scratch, to: "/_test/upload"))
+        guard case .fileAccessFailed(_, "it is a folder")? = folder.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: folder.error))")
+        }
+    }
+
+    func testAGetCannotUploadAFile() throws {
+        let results = try XCTUnwrap(upload(try file("a.bin", Data("a".utf8)), to: "/_test/upload", method: .get))
+        guard case .bodyEncodingFailed(let reason)? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(reason, "a GET request cannot carry a body")
+    }
+
+    func testProgressEndsWithTheFileSize() throws {
+        let reports = ResultBox<RestManager.TransferProgress>()
+        let data = Data(count: 30_000_000)
+        let results = try XCTUnwrap(upload(try file("zeros.bin", data), to: "/_test/upload") { reports.set($0) })
+        XCTAssertEqual(try results.decode(Receipt.self).bytes, 30_000_000)
+        XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 30_000_000, totalBytes: 30_000_000))
+        XCTAssertEqual(reports.all.map(\.completedBytes), reports.all.map(\.completedBytes).sorted())
+    }
+
+    func testA303TurnsTheUploadIntoAGetWithoutBody() throws {
+        let results = try XCTUnwrap(upload(try file("a.bin", Data("abc".utf8)), to: "/_test/redirect/303?to=/_test/echo"))
+        let echo = try self.echo(results)
+        XCTAssertEqual(echo.method, "GET")
+        XCTAssertEqual(echo.bodyText, "")
+        XCTAssertNil(echo.header("Content-Type"))
+    }
+
+    func testA307SendsTheFileAgain() throws {
+        let results = try XCTUnwrap(upload(try file("a.bin", Data("abc".utf8)), to: "/_test/redirect/307?to=/_test/echo"))
+        let echo = try self.echo(results)
+        XCTAssertEqual(echo.method, "POST")
+        XCTAssertEqual(echo.bodyText, "abc")
+    }
+
+    func testAFileAddedByURLIsStreamedAsAMultipartPart() throws {
+        let notes = try file("notes.txt", Data("hello\nworld".utf8))
+        rest.httpBodyParameters.add(value: "Holiday", forKey: "title")
+        rest.addFile(at: notes, fieldName: "doc", mimeType: "text/plain")
+        rest.addFile(at: notes, fieldName: "copy", fileName: "renamed \"x\".txt", mimeType: "text/plain")
+        let echo = try self.echo(send(.post, "/_test/echo"))
+        let contentType = try XCTUnwrap(echo.header("Content-Type"))
+        XCTAssertTrue(contentType.hasPrefix("multipart/form-data; boundary="), contentType)
+        let boundary = String(contentType.dropFirst("multipart/form-data; boundary=".count))
+        XCTAssertEqual(echo.bodyText, """
+            --\(boundary)\r
+            Content-Disposition: form-data; name="title"\r
+            \r
+            Holiday\r
+            --\(boundary)\r
+            Content-Disposition: form-data; name="doc"; filename="notes.txt"\r
+            Content-Type: text/plain\r
+            \r
+            hello
+            world\r
+            --\(boundary)\r
+            Content-Disposition: form-data; name="copy"; filename="renamed %22x%22.txt"\r
+            Content-Type: text/plain\r
+            \r
+            hello
+            world\r
+            --\(boundary)--\r
+
+            """)
+        XCTAssertEqual(echo.header("Content-Length"), "\(echo.bodyData.count)")
+        // The assembled body lives in a temporary file only while the call does.
+        let leftovers = XCTNSPredicateExpectation(predicate: NSPredicate { _, _ in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+            return !names.contains { $0.hasPrefix("RestManager-") && $0.hasSuffix(".multipart") }
+        }, object: nil)
+        wait(for: [leftovers], timeout: 10)
+    }
+
+    func testAMissingFileAddedByURLFailsTheCall() throws {
+        let missing = scratch.appendingPathComponent("gone.txt")
+        rest.addFile(at: missing, fieldName: "doc", mimeType: "text/plain")
+        guard case .fileAccessFailed(missing, "it does not exist")? = send(.post, "/_test/echo").error as? RestManager.CustomError else {
+            return XCTFail("a missing file was sent")
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0)
+        XCTAssertThrowsError(try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post))
+    }
+
+    func testMakeURLRequestShowsAFileAddedByURLInTheBody() throws {
+        rest.addFile(at: try file("n.txt", Data("xyz".utf8)), fieldName: "doc", mimeType: "text/plain")
+        let request = try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post)
+        XCTAssertTrue(String(decoding: request.httpBody ?? Data(), as: UTF8.self)
+            .contains("filename=\"n.txt\"\r\nContent-Type: text/plain\r\n\r\nxyz\r\n"))
+    }
+}
