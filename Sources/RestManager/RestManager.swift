@@ -1,19 +1,8 @@
+//  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
+//  platforms (the differences FoundationNetworking forces are in the README). Needs only Foundation and Dispatch.
 //
-//  RestManager.swift
-//
-//  A single-file, dependency-free REST client on URLSession, with one code path on Linux and on
-//  Apple platforms (the few differences FoundationNetworking forces are listed in the README).
-//  Copy this file into any app or script: it needs only Foundation (FoundationNetworking on
-//  Linux) and Dispatch.
-//
-//  Outline:
-//    - Public API: request state, the tutorial's calls, async calls, utilities, requests as values
-//    - Nested types: HttpMethod, RestEntity, Response, Results, CustomError, RequestHandle,
-//      MultipartBody, Request, Authenticator, RetryPolicy, Event
-//    - Request building and encoding
-//    - Transport: session, exchange (one call: attempts, redirects, deadline, body), delegate
-//    - Private helpers
-//
+//  Outline: Public API (request state, tutorial calls, async calls, utilities, requests as values, transfers) ·
+//  Nested types · Request building and encoding · Transport (session, exchange, download file, delegate) · Helpers
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -22,7 +11,6 @@ import FoundationNetworking
 import Dispatch
 
 /// A small REST client: set headers, query and body parameters, then call `makeRequest`.
-///
 /// ```swift
 /// let rest = RestManager()
 /// rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
@@ -32,12 +20,9 @@ import Dispatch
 /// }
 /// ```
 ///
-/// The properties (`requestHttpHeaders`, `urlQueryParameters`, `httpBodyParameters`, `httpBody`,
-/// files) persist between requests, as in the tutorial: each call sends what they hold when it is
-/// made (a snapshot), so changing them while requests are in flight is safe, and each statement
-/// such as `rest.requestHttpHeaders.add(…)` is atomic. Callers that configure and send from many
-/// threads at once build `Request` values instead. Call `clearParameters()` to start the next
-/// request from empty query, body and files.
+/// The properties persist between requests, as in the tutorial: each call sends what they hold
+/// when it is made, and each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers
+/// that configure and send from many threads at once build `Request` values instead.
 public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
@@ -65,82 +50,49 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// A raw body, sent as is when `httpBodyParameters` is empty and no file was added. Never sent with GET or HEAD.
-    public var httpBody: Data? {
-        get { withState { $0.body } } set { withState { $0.body = newValue } }
-    }
-
+    public var httpBody: Data? { get { withState { $0.body } } set { withState { $0.body = newValue } } }
     /// The longest a whole request may take, redirects included, in seconds (default 60).
     /// Enforced by the library itself, so 0.5 means half a second on Linux too.
-    public var timeoutInterval: TimeInterval {
-        get { withState { $0.timeout } } set { withState { $0.timeout = newValue } }
-    }
-
-    /// The queue completion handlers are called on, with `async` (default:
-    /// `DispatchQueue.global(qos: .userInitiated)`).
+    public var timeoutInterval: TimeInterval { get { withState { $0.timeout } } set { withState { $0.timeout = newValue } } }
+    /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos: .userInitiated)`).
     ///
-    /// As with URLSession, a completion that blocks holds a thread of this queue: a completion
-    /// that waits for another request should use a queue of its own (a serial queue always gets a
-    /// thread), or `await`. Deadlines never depend on this queue.
-    public var callbackQueue: DispatchQueue {
-        get { withState { $0.callbackQueue } } set { withState { $0.callbackQueue = newValue } }
-    }
+    /// As with URLSession, a completion that blocks holds a thread of this queue: one that waits for another request
+    /// should use a queue of its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
+    public var callbackQueue: DispatchQueue { get { withState { $0.callbackQueue } } set { withState { $0.callbackQueue = newValue } } }
 
     /// Whether redirects are followed (default `true`). When `false`, the 3xx answer is delivered.
-    public var followsRedirects: Bool {
-        get { withState { $0.followsRedirects } } set { withState { $0.followsRedirects = newValue } }
-    }
+    public var followsRedirects: Bool { get { withState { $0.followsRedirects } } set { withState { $0.followsRedirects = newValue } } }
 
     /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10);
     /// a redirect loop ends the same way once it has used them up.
-    public var maximumRedirects: Int {
-        get { withState { $0.maximumRedirects } } set { withState { $0.maximumRedirects = newValue } }
-    }
+    public var maximumRedirects: Int { get { withState { $0.maximumRedirects } } set { withState { $0.maximumRedirects = newValue } } }
 
     /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit).
     ///
-    /// Counted as the body arrives, after decompression: past the limit the transfer stops at once
-    /// and the call fails with `CustomError.responseTooLarge`. Applies to every in-memory call.
-    public var maximumResponseSize: Int? {
-        get { withState { $0.maximumResponseSize } } set { withState { $0.maximumResponseSize = newValue } }
-    }
+    /// Counted as the body arrives, after decompression: past the limit the transfer stops and the call fails with
+    /// `CustomError.responseTooLarge`. Applies to every in-memory call (not to `download`).
+    public var maximumResponseSize: Int? { get { withState { $0.maximumResponseSize } } set { withState { $0.maximumResponseSize = newValue } } }
 
-    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one
-    /// network call; every caller still gets its own completion. Deduplicated callers share the
-    /// first caller's timeout. Never applies to other methods.
-    public var deduplicatesRequests: Bool {
-        get { withState { $0.deduplicates } } set { withState { $0.deduplicates = newValue } }
-    }
-
-    /// What relative request URLs are resolved against, joined with exactly one "/": base
-    /// `https://h/api` or `https://h/api/` and URL `users?page=2` or `/users?page=2` give
-    /// `https://h/api/users?page=2`. A relative URL without a base fails with `.invalidURL`.
-    public var baseURL: URL? {
-        get { withState { $0.baseURL } } set { withState { $0.baseURL = newValue } }
-    }
-
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one network call; every
+    /// caller still gets its own completion, and the first caller's timeout. Never applies to other methods.
+    public var deduplicatesRequests: Bool { get { withState { $0.deduplicates } } set { withState { $0.deduplicates = newValue } } }
+    /// What relative request URLs are resolved against, joined with exactly one "/": base `https://h/api` or
+    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`.
+    public var baseURL: URL? { get { withState { $0.baseURL } } set { withState { $0.baseURL = newValue } } }
     /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before
     /// it expires and after a 401 (once for any number of concurrent 401s). Default nil.
-    public var authenticator: Authenticator? {
-        get { withState { $0.authenticator } } set { withState { $0.authenticator = newValue } }
-    }
+    public var authenticator: Authenticator? { get { withState { $0.authenticator } } set { withState { $0.authenticator = newValue } } }
 
     /// When and how failed requests are tried again (default nil: never).
-    public var retryPolicy: RetryPolicy? {
-        get { withState { $0.retryPolicy } } set { withState { $0.retryPolicy = newValue } }
-    }
-
+    public var retryPolicy: RetryPolicy? { get { withState { $0.retryPolicy } } set { withState { $0.retryPolicy = newValue } } }
     /// Told of every attempt, retry, credential refresh and finished call, on no particular queue
     /// (keep it quick; it must not wait for this manager's requests).
-    ///
     /// ```swift
     /// rest.eventHandler = { event in print(event) }  // one line each, secrets redacted
     /// ```
-    public var eventHandler: (@Sendable (Event) -> Void)? {
-        get { withState { $0.eventHandler } } set { withState { $0.eventHandler = newValue } }
-    }
+    public var eventHandler: (@Sendable (Event) -> Void)? { get { withState { $0.eventHandler } } set { withState { $0.eventHandler = newValue } } }
 
     /// Creates a manager with its own long-lived URLSession (no cookies, no cache, nothing on disk).
-    ///
     /// - Parameter maximumConnectionsPerHost: how many connections to one host may be open at once.
     public init(maximumConnectionsPerHost: Int = 6) {
         transport = Transport(configuration: Transport.leanConfiguration(maximumConnectionsPerHost: maximumConnectionsPerHost))
@@ -148,33 +100,19 @@ public final class RestManager: @unchecked Sendable {
 
     /// Creates a manager on a session with `configuration`, used as given: for `URLProtocol`
     /// stubs, proxies, connectivity settings or a cookie store of your own.
-    ///
     /// ```swift
     /// let configuration = URLSessionConfiguration.ephemeral
     /// configuration.protocolClasses = [MyStubProtocol.self]
     /// let rest = RestManager(configuration: configuration)
     /// ```
-    public convenience init(configuration: URLSessionConfiguration) {
-        self.init(transport: Transport(configuration: configuration))
-    }
+    public convenience init(configuration: URLSessionConfiguration) { self.init(transport: Transport(configuration: configuration)) }
 
-    private init(transport: Transport) {
-        self.transport = transport
-    }
-
+    private init(transport: Transport) { self.transport = transport }
     /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files.
     /// Headers are kept: they usually describe the API rather than one request.
-    public func clearParameters() {
-        withState { state in
-            state.query = RestEntity()
-            state.bodyParameters = RestEntity()
-            state.body = nil
-            state.files = []
-        }
-    }
+    public func clearParameters() { withState { ($0.query, $0.bodyParameters, $0.body, $0.files) = (RestEntity(), RestEntity(), nil, []) } }
 
     /// Adds a file to send as `multipart/form-data`, together with `httpBodyParameters` as text fields.
-    ///
     /// ```swift
     /// rest.addFile(jpegData, fieldName: "avatar", fileName: "me.jpg", mimeType: "image/jpeg")
     /// rest.makeRequest(toURL: uploadURL, withHttpMethod: .post) { results in … }
@@ -184,9 +122,7 @@ public final class RestManager: @unchecked Sendable {
         withState { $0.files.append(part) }
     }
 
-    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json`
-    /// unless a JSON type is already set.
-    ///
+    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is already set.
     /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
     public func setHttpBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
         let data = try Encoding.json(value, encoder: encoder)
@@ -198,9 +134,7 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: the tutorial's calls
 
-    /// Sends a request built from the manager's headers, query and body, and calls `completion`
-    /// exactly once with the outcome, on `callbackQueue`.
-    ///
+    /// Sends a request built from the manager's headers, query and body, and calls `completion` exactly once with the outcome, on `callbackQueue`.
     /// - Parameters:
     ///   - url: an absolute `http` or `https` URL; a query already in it is kept.
     ///   - httpMethod: the method; sent upper-case.
@@ -208,9 +142,7 @@ public final class RestManager: @unchecked Sendable {
     ///   - completion: receives data, response and error; an HTTP error status is not an `error`.
     /// - Returns: a handle whose `cancel()` ends the request with `CustomError.cancelled`.
     @discardableResult
-    public func makeRequest(toURL url: URL,
-                            withHttpMethod httpMethod: HttpMethod,
-                            timeoutInterval: TimeInterval? = nil,
+    public func makeRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil,
                             completion: @escaping @Sendable (_ result: Results) -> Void) -> RequestHandle {
         let snapshot = withState { $0 }
         var request = snapshot.tutorialRequest(httpMethod, url: url)
@@ -221,16 +153,13 @@ public final class RestManager: @unchecked Sendable {
     /// Downloads the bytes at `url` (a plain GET: the manager's headers and parameters are not
     /// sent) and calls `completion` with them, or with nil on any error or non-2xx status.
     @discardableResult
-    public func getData(fromURL url: URL,
-                        completion: @escaping @Sendable (_ data: Data?) -> Void) -> RequestHandle {
+    public func getData(fromURL url: URL, completion: @escaping @Sendable (_ data: Data?) -> Void) -> RequestHandle {
         loadData(fromURL: url) { result in completion(try? result.get()) }
     }
 
-    /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or
-    /// `CustomError.unacceptableStatusCode` for a non-2xx answer.
+    /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or `CustomError.unacceptableStatusCode` for a non-2xx answer.
     @discardableResult
-    public func loadData(fromURL url: URL,
-                         completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
+    public func loadData(fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
         let snapshot = withState { $0.forPlainDownload() }
         return perform(Request(.get, url: url), snapshot: snapshot) { results in
             completion(Result { try results.validate(); return results.data ?? Data() }.mapError(CustomError.wrap))
@@ -241,40 +170,28 @@ public final class RestManager: @unchecked Sendable {
 
     /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`.
     /// Cancelling the surrounding `Task` cancels the request (`Results.error` is `.cancelled`).
-    public func makeRequest(toURL url: URL,
-                            withHttpMethod httpMethod: HttpMethod,
-                            timeoutInterval: TimeInterval? = nil) async -> Results {
-        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { completion in
-            self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: completion)
+    public func makeRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil) async -> Results {
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
+            self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: $0)
         }
     }
 
     /// The `await` form of `getData`: the bytes, or nil on any error or non-2xx status.
-    public func getData(fromURL url: URL) async -> Data? {
-        try? await data(fromURL: url)
-    }
-
+    public func getData(fromURL url: URL) async -> Data? { try? await data(fromURL: url) }
     /// Downloads the bytes at `url` with a plain GET.
-    ///
     /// - Throws: `CustomError` (`.unacceptableStatusCode` for non-2xx, `.cancelled`, `.timedOut`, …).
     public func data(fromURL url: URL) async throws -> Data {
-        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { completion in
-            self.loadData(fromURL: url, completion: completion)
-        }.get()
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { self.loadData(fromURL: url, completion: $0) }.get()
     }
 
     /// Sends a request, checks for a 2xx status and decodes the body.
-    ///
     /// ```swift
     /// let decoder = JSONDecoder()
     /// decoder.keyDecodingStrategy = .convertFromSnakeCase
     /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
     /// ```
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`,
-    ///   or the transport error.
-    public func request<Value: Decodable>(_ type: Value.Type = Value.self,
-                                          fromURL url: URL,
-                                          withHttpMethod httpMethod: HttpMethod = .get,
+    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
+    public func request<Value: Decodable>(_ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
                                           decoder: JSONDecoder = JSONDecoder(),
                                           timeoutInterval: TimeInterval? = nil) async throws -> Value {
         let results = await makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval)
@@ -284,19 +201,13 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: utilities
 
-    /// The `curl` command line equivalent to the request `makeRequest` would send now.
-    /// `Authorization`, `Cookie` and API-key header values are replaced by `<redacted>`
-    /// unless `revealingSecrets` is true.
-    ///
+    /// The `curl` command line for the request `makeRequest` would send now; secrets are `<redacted>` unless `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
-    public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod,
-                            revealingSecrets: Bool = false) throws -> String {
-        RequestBuilder.curlCommand(for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod),
-                                   revealingSecrets: revealingSecrets)
+    public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false) throws -> String {
+        RequestBuilder.curlCommand(for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
     }
 
     /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it.
-    ///
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
         let snapshot = withState { $0 }
@@ -308,7 +219,6 @@ public final class RestManager: @unchecked Sendable {
     /// Sends `request`: the manager's headers, then the request's own (which win), the
     /// authenticator's token, the retry policy and events all apply; the manager's query, body and
     /// files do not. Calls `completion` exactly once, on `callbackQueue`.
-    ///
     /// ```swift
     /// var request = RestManager.Request(.post, url: URL(string: "users")!)  // relative to baseURL
     /// try request.setBody(NewUser(name: "neo", job: "chosen"))
@@ -321,15 +231,11 @@ public final class RestManager: @unchecked Sendable {
 
     /// The `await` form of `makeRequest(_:completion:)`: never throws; the outcome is in `Results`.
     public func makeRequest(_ request: Request) async -> Results {
-        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { completion in
-            self.makeRequest(request, completion: completion)
-        }
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { self.makeRequest(request, completion: $0) }
     }
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
-    ///
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`,
-    ///   or the transport error.
+    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
     public func request<Value: Decodable>(_ type: Value.Type = Value.self, for request: Request,
                                           decoder: JSONDecoder = JSONDecoder()) async throws -> Value {
         let results = await makeRequest(request)
@@ -337,13 +243,10 @@ public final class RestManager: @unchecked Sendable {
         return try results.decode(type, using: decoder)
     }
 
-    /// The `curl` command line for `request` as this manager would send it now (without the
-    /// authenticator's token); secrets are `<redacted>` unless `revealingSecrets` is true.
-    ///
+    /// The `curl` command line for `request` as sent now (without the credential); secrets `<redacted>` unless `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(for request: Request, revealingSecrets: Bool = false) throws -> String {
-        RequestBuilder.curlCommand(for: try RequestBuilder.build(request, snapshot: withState { $0 }),
-                                   revealingSecrets: revealingSecrets)
+        RequestBuilder.curlCommand(for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
     }
 
     // MARK: - Public API: transfers
@@ -351,12 +254,10 @@ public final class RestManager: @unchecked Sendable {
     /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers
     /// and credential; not its query or body). Calls `completion` once, on `callbackQueue`.
     ///
-    /// The bytes go to `<destination>.part` as they arrive; the file appears at `destination` in one
-    /// atomic rename only when the transfer is complete with a 2xx status (a non-2xx answer fails with
-    /// `.unacceptableStatusCode`, its first 64 KiB as `body`). An interrupted download leaves its
-    /// `.part` file, and the next call for the same destination resumes it with `Range` and `If-Range`
-    /// (starting over when the server's file changed). `maximumResponseSize` does not apply.
-    ///
+    /// The bytes go to `<destination>.part` as they arrive; `destination` appears (one atomic rename) only when the
+    /// transfer is complete with a 2xx status; a non-2xx answer is `.unacceptableStatusCode` with its first 64 KiB.
+    /// An interrupted download leaves its `.part` file, which the next call to the same destination resumes with
+    /// `Range` and `If-Range` (starting over when the server's file changed).
     /// ```swift
     /// rest.download(fromURL: videoURL, to: moviesFolder.appendingPathComponent("talk.mp4"),
     ///               progress: { print(Int(($0.fractionCompleted ?? 0) * 100), "%") }) { result in … }
@@ -372,20 +273,15 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
-    ///
     /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
-    public func download(fromURL url: URL, to destination: URL,
-                         progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> URL {
-        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { completion in
-            self.download(fromURL: url, to: destination, progress: progress, completion: completion)
+    public func download(fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> URL {
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
+            self.download(fromURL: url, to: destination, progress: progress, completion: $0)
         }.get()
     }
 
-    /// Sends the file at `fileURL` as the body, streamed from disk (`Content-Length` from its size;
-    /// `Content-Type` from the manager's headers, else `application/octet-stream`), with the manager's
-    /// headers and credential but not its query or body parameters.
-    ///
-    /// A missing or unreadable file fails with `.fileAccessFailed` before anything is sent.
+    /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
+    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file fails with `.fileAccessFailed`.
     @discardableResult
     public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
                        progress: (@Sendable (TransferProgress) -> Void)? = nil,
@@ -398,15 +294,13 @@ public final class RestManager: @unchecked Sendable {
     /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
     public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
                        progress: (@Sendable (TransferProgress) -> Void)? = nil) async -> Results {
-        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { completion in
-            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: completion)
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
+            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: $0)
         }
     }
 
-    /// Adds the file at `fileURL` to send as `multipart/form-data`, streamed from disk, never read
-    /// whole into memory (the body is assembled in a temporary file, removed when the call ends).
-    ///
-    /// - Parameter fileName: the name the server sees (default: the file's own name).
+    /// Adds the file at `fileURL` to send as `multipart/form-data` (`fileName` defaults to its own name), streamed from
+    /// disk: the body is assembled in a temporary file, removed when the call ends, never read whole into memory.
     public func addFile(at fileURL: URL, fieldName: String, fileName: String? = nil, mimeType: String) {
         var part = MultipartBody.Part(name: fieldName, fileName: fileName ?? fileURL.lastPathComponent, contentType: mimeType, data: Data())
         part.fileURL = fileURL
@@ -417,13 +311,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// HTTP methods. The raw values are the tutorial's; `name` is what goes on the wire.
     public enum HttpMethod: String, Sendable, CaseIterable {
-        case get
-        case post
-        case put
-        case patch
-        case delete
-        case head
-        case options
+        case get, post, put, patch, delete, head, options
 
         /// The method as sent: upper-case (Foundation on Linux sends others verbatim).
         public var name: String { rawValue.uppercased() }
@@ -434,85 +322,66 @@ public final class RestManager: @unchecked Sendable {
     /// An ordered collection of string keys and values: headers, query or body parameters.
     ///
     /// `add` replaces the value of an existing key in place; `append` keeps earlier values, for
-    /// repeated keys (`tag=a&tag=b`). Entities used for headers ignore the case of keys
-    /// (`value(forKey: "content-type")` finds `Content-Type`).
+    /// repeated keys (`tag=a&tag=b`). Entities used for headers ignore the case of keys (`value(forKey: "content-type")` finds `Content-Type`).
     public struct RestEntity: Sendable, Equatable {
         private var entries: [Entry] = []
-        private var positions: [String: Int] = [:]
         private var keysIgnoreCase = false
 
         private struct Entry: Sendable, Equatable {
             var key: String
             var value: String
+            /// The key as compared: lower-cased when keys ignore case.
+            var normalized: String
         }
 
         /// An empty entity whose keys are compared exactly.
         public init() {}
-
         /// An empty entity; `ignoringKeyCase` makes lookups case-insensitive (for headers).
         public init(ignoringKeyCase: Bool) { keysIgnoreCase = ignoringKeyCase }
-
         /// Sets `value` for `key`, replacing (in place) the values already stored for it.
         public mutating func add(value: String, forKey key: String) {
             let normalized = normalize(key)
-            guard let position = positions[normalized] else {
-                positions[normalized] = entries.count
-                entries.append(Entry(key: key, value: value))
-                return
-            }
-            entries[position].value = value
-            let kept = entries.enumerated().filter { $0.offset <= position || normalize($0.element.key) != normalized }.map(\.element)
-            if kept.count != entries.count {
-                entries = kept
-                reindex()
-            }
+            guard let first = entries.firstIndex(where: { $0.normalized == normalized }) else { return append(value: value, forKey: key) }
+            entries[first].value = value
+            entries = entries.prefix(first + 1) + entries.dropFirst(first + 1).filter { $0.normalized != normalized }
         }
 
         /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies
         /// send every pair in order; a header sends the values joined with ", ".
-        ///
         /// ```swift
         /// rest.urlQueryParameters.append(value: "a", forKey: "tag")
         /// rest.urlQueryParameters.append(value: "b", forKey: "tag") // ?tag=a&tag=b
         /// ```
-        public mutating func append(value: String, forKey key: String) {
-            let normalized = normalize(key)
-            if positions[normalized] == nil { positions[normalized] = entries.count }
-            entries.append(Entry(key: key, value: value))
-        }
+        public mutating func append(value: String, forKey key: String) { entries.append(Entry(key: key, value: value, normalized: normalize(key))) }
 
         /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? {
-            positions[normalize(key)].map { entries[$0].value }
+            let normalized = normalize(key)
+            return entries.first { $0.normalized == normalized }?.value
         }
 
         /// Every value stored for `key`, in order.
         public func values(forKey key: String) -> [String] {
             let normalized = normalize(key)
-            return entries.filter { normalize($0.key) == normalized }.map(\.value)
+            return entries.filter { $0.normalized == normalized }.map(\.value)
         }
 
         /// Removes every value stored for `key`.
         public mutating func removeValue(forKey key: String) {
             let normalized = normalize(key)
-            guard positions[normalized] != nil else { return }
-            entries = entries.filter { normalize($0.key) != normalized }
-            reindex()
+            entries.removeAll { $0.normalized == normalized }
         }
 
         /// Removes every value.
-        public mutating func removeAll() {
-            entries = []
-            positions = [:]
-        }
-
+        public mutating func removeAll() { entries = [] }
         /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order);
         /// the values of a repeated key are joined with ", ", as for a header.
         public func allValues() -> [String: String] {
             var values: [String: String] = [:]
+            var spellings: [String: String] = [:]
             for entry in entries {
-                // Under the first spelling of the key, for keys that ignore case.
-                let key = positions[normalize(entry.key)].map { entries[$0].key } ?? entry.key
+                let key = spellings[entry.normalized] ?? entry.key
+                spellings[entry.normalized] = key
                 values[key] = values[key].map { $0 + ", " + entry.value } ?? entry.value
             }
             return values
@@ -520,23 +389,12 @@ public final class RestManager: @unchecked Sendable {
 
         /// All keys and values in insertion order.
         public var orderedPairs: [(key: String, value: String)] { entries.map { ($0.key, $0.value) } }
-
         /// How many keys are stored.
         public func totalItems() -> Int { entries.count }
-
-        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX`.
-        ///
-        /// `a+b c` becomes `a%2Bb%20c`, so `+` never reaches a server as a space.
-        public var percentEncodedQuery: String {
-            joined(encoding: Encoding.queryAllowed, spaceAsPlus: false)
-        }
-
-        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _`
-        /// kept, space as `+`, everything else `%XX`.
-        public var formURLEncoded: String {
-            joined(encoding: Encoding.formAllowed, spaceAsPlus: true)
-        }
-
+        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX` (`a+b c` is `a%2Bb%20c`).
+        public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }
+        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _` kept, space as `+`, everything else `%XX`.
+        public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }
         /// The pairs as a compact JSON object of strings, in insertion order.
         public var jsonObject: Data {
             var bytes: [UInt8] = [UInt8(ascii: "{")]
@@ -550,11 +408,6 @@ public final class RestManager: @unchecked Sendable {
             return Data(bytes)
         }
 
-        /// Same pairs in the same order, and the same key comparison.
-        public static func == (lhs: RestEntity, rhs: RestEntity) -> Bool {
-            lhs.entries == rhs.entries && lhs.keysIgnoreCase == rhs.keysIgnoreCase
-        }
-
         func ignoringKeyCase() -> RestEntity {
             guard !keysIgnoreCase else { return self }
             var copy = RestEntity(ignoringKeyCase: true)
@@ -563,13 +416,6 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func normalize(_ key: String) -> String { keysIgnoreCase ? key.lowercased() : key }
-
-        private mutating func reindex() {
-            positions = [:]
-            for (index, entry) in entries.enumerated() where positions[normalize(entry.key)] == nil {
-                positions[normalize(entry.key)] = index
-            }
-        }
 
         private func joined(encoding allowed: [Bool], spaceAsPlus: Bool) -> String {
             entries.map {
@@ -587,18 +433,12 @@ public final class RestManager: @unchecked Sendable {
         public var response: URLResponse?
         /// The HTTP status code, or 0 when there was no HTTP response.
         public var httpStatusCode: Int = 0
-        /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform.
-        ///
-        /// Read from the response the first time they are asked for (copies share that work):
-        /// reading every header is a measurable part of a small request, and most callers never look.
-        public var headers: RestEntity {
-            get { replacedHeaders ?? responseHeaders.entity }
-            set { replacedHeaders = newValue }
-        }
+        /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform. Read when first asked
+        /// for (copies share that work): reading every header is a measurable part of a small request.
+        public var headers: RestEntity { get { replacedHeaders ?? responseHeaders.entity } set { replacedHeaders = newValue } }
 
         private var replacedHeaders: RestEntity?
         private let responseHeaders: ResponseHeaders
-
         /// Reads the status from `response`; its headers are read when first asked for.
         public init(fromURLResponse response: URLResponse?) {
             self.response = response
@@ -617,14 +457,13 @@ public final class RestManager: @unchecked Sendable {
 
         var entity: RestEntity {
             built.withLock { built in
-                if let built { return built }
-                var headers = RestEntity(ignoringKeyCase: true)
-                for (name, value) in response?.allHeaderFields ?? [:] {
+                if built == nil {
+                    var headers = RestEntity(ignoringKeyCase: true)
                     // Values are strings; interpolating them would go through `print` machinery.
-                    if let name = name as? String { headers.add(value: value as? String ?? "\(value)", forKey: name) }
+                    for case let (name as String, value) in response?.allHeaderFields ?? [:] { headers.add(value: value as? String ?? "\(value)", forKey: name) }
+                    built = headers
                 }
-                built = headers
-                return headers
+                return built ?? RestEntity()
             }
         }
     }
@@ -637,25 +476,15 @@ public final class RestManager: @unchecked Sendable {
         public var response: Response?
         /// Why there is no answer: always a `CustomError`. An HTTP error status is not an error here.
         public var error: Error?
-
         /// Creates results from an answer.
-        public init(withData data: Data?, response: Response?, error: Error?) {
-            self.data = data
-            self.response = response
-            self.error = error
-        }
+        public init(withData data: Data?, response: Response?, error: Error?) { (self.data, self.response, self.error) = (data, response, error) }
 
         /// Creates results for a request that produced no answer.
-        public init(withError error: Error) {
-            self.error = error
-        }
-
+        public init(withError error: Error) { self.error = error }
         /// The HTTP status code, if an answer arrived.
         public var statusCode: Int? { response.map(\.httpStatusCode) }
-
         /// True when an answer arrived with a 2xx status.
         public var isSuccess: Bool { error == nil && (200..<300).contains(statusCode ?? 0) }
-
         /// Throws the request's error, or `CustomError.unacceptableStatusCode` for a non-2xx answer.
         public func validate() throws {
             if let error { throw error }
@@ -665,20 +494,15 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Decodes the body as `type` (whatever the status: error bodies decode too).
-        ///
-        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or
-        ///   `CustomError.decodingFailed` with the decoder's error.
-        public func decode<Value: Decodable>(_ type: Value.Type = Value.self,
-                                             using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or `.decodingFailed` with the decoder's.
+        public func decode<Value: Decodable>(_ type: Value.Type = Value.self, using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
             if let error { throw error }
             guard let data, !data.isEmpty else {
                 // An empty body (a 204, say) is nil for an Optional type.
                 if let empty = (type as? EmptyBodyDecodable.Type)?.emptyBody as? Value { return empty }
                 throw CustomError.emptyBody(statusCode: statusCode ?? 0)
             }
-            do { return try decoder.decode(type, from: data) } catch {
-                throw CustomError.decodingFailed(error)
-            }
+            do { return try decoder.decode(type, from: data) } catch { throw CustomError.decodingFailed(error) }
         }
     }
 
@@ -696,17 +520,11 @@ public final class RestManager: @unchecked Sendable {
         public var completedBytes: Int64
         /// The size, from `Content-Length` or `Content-Range` (or the file's); nil when unknown.
         public var totalBytes: Int64?
-
         /// A figure.
-        public init(completedBytes: Int64, totalBytes: Int64?) {
-            self.completedBytes = completedBytes
-            self.totalBytes = totalBytes
-        }
+        public init(completedBytes: Int64, totalBytes: Int64?) { (self.completedBytes, self.totalBytes) = (completedBytes, totalBytes) }
 
         /// From 0 to 1, or nil when the size is not known (1 for an empty transfer).
-        public var fractionCompleted: Double? {
-            totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 }
-        }
+        public var fractionCompleted: Double? { totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 } }
     }
 
     // MARK: - Nested types: CustomError
@@ -744,12 +562,10 @@ public final class RestManager: @unchecked Sendable {
         /// URLSession followed a redirect without asking the library (its redirect hook was not
         /// called), so secrets may have gone to another origin unchecked. Please report it.
         case unexpectedRedirect(URL)
-        /// The authenticator could not provide a credential: its refresh failed (the reason says
-        /// why) or ran more than five times within 30 s.
+        /// The authenticator could not provide a credential: its refresh failed (the reason says why) or ran more than five times within 30 s.
         case authenticationFailed(reason: String)
         /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
         case fileAccessFailed(URL, reason: String)
-
         /// A sentence saying what went wrong.
         public var errorDescription: String? {
             switch self {
@@ -779,10 +595,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// True for `.cancelled`.
-        public var isCancellation: Bool {
-            if case .cancelled = self { return true }
-            return false
-        }
+        public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
 
         static func wrap(_ error: Error) -> CustomError {
             if let error = error as? CustomError { return error }
@@ -793,8 +606,7 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: RequestHandle
 
-    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`.
-    /// Its completion is called exactly once, whatever happens first.
+    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`. Its completion is called exactly once, whatever happens first.
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
@@ -802,14 +614,10 @@ public final class RestManager: @unchecked Sendable {
         private weak var exchange: Exchange?
         private var wasCancelled = false
 
-        init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) {
-            self.queue = queue
-            self.completion = completion
-        }
+        init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) { (self.queue, self.completion) = (queue, completion) }
 
         /// Whether `cancel()` ended this request.
         public var isCancelled: Bool { lock.withLock { wasCancelled } }
-
         /// Cancels the request. Does nothing after completion. Safe from any thread.
         public func cancel() {
             let exchange: Exchange? = lock.withLock {
@@ -845,7 +653,6 @@ public final class RestManager: @unchecked Sendable {
     // MARK: - Nested types: MultipartBody
 
     /// A `multipart/form-data` body: text fields and files, with a random boundary and CRLF framing.
-    ///
     /// ```swift
     /// var body = RestManager.MultipartBody()
     /// body.addField(name: "title", value: "Holiday")
@@ -866,13 +673,9 @@ public final class RestManager: @unchecked Sendable {
             public var data: Data
             /// A file whose bytes are streamed instead of `data` (`addFile(at:)`).
             var fileURL: URL?
-
             /// Creates a part.
             public init(name: String, fileName: String? = nil, contentType: String? = nil, data: Data) {
-                self.name = name
-                self.fileName = fileName
-                self.contentType = contentType
-                self.data = data
+                (self.name, self.fileName, self.contentType, self.data) = (name, fileName, contentType, data)
             }
         }
 
@@ -880,17 +683,10 @@ public final class RestManager: @unchecked Sendable {
         public let boundary: String
         /// The parts, in order.
         public var parts: [Part] = []
-
         /// Creates an empty body with a random boundary (or the one given).
-        public init(boundary: String = "RestManager-" + UUID().uuidString) {
-            self.boundary = boundary
-        }
-
+        public init(boundary: String = "RestManager-" + UUID().uuidString) { self.boundary = boundary }
         /// Appends a text field.
-        public mutating func addField(name: String, value: String) {
-            parts.append(Part(name: name, data: Data(value.utf8)))
-        }
-
+        public mutating func addField(name: String, value: String) { parts.append(Part(name: name, data: Data(value.utf8))) }
         /// Appends a file.
         public mutating func addFile(fieldName: String, fileName: String, mimeType: String, data: Data) {
             parts.append(Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data))
@@ -898,7 +694,6 @@ public final class RestManager: @unchecked Sendable {
 
         /// The value for the `Content-Type` header.
         public var contentType: String { "multipart/form-data; boundary=\(boundary)" }
-
         /// The encoded body.
         public func encoded() -> Data {
             var body = Data()
@@ -922,19 +717,12 @@ public final class RestManager: @unchecked Sendable {
                 try output.write(head(of: part))
                 if let source = part.fileURL {
                     try FileStream.check(source)
-                    guard let input = InputStream(url: source) else { throw FileStream.failure(source, "it cannot be opened") }
-                    input.open()
-                    defer { input.close() }
+                    guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
+                    defer { fclose(input) }
                     var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                    while true {
-                        let count = input.read(&buffer, maxLength: buffer.count)
-                        guard count >= 0 else { throw FileStream.failure(source, "it cannot be read") }
-                        if count == 0 { break }
-                        try output.write(Data(buffer[..<count]))
-                    }
-                } else {
-                    try output.write(part.data)
-                }
+                    while case let count = fread(&buffer, 1, buffer.count, input), count > 0 { try output.write(Data(buffer[..<count])) }
+                    guard ferror(input) == 0 else { throw FileStream.failure(source, "it cannot be read") }
+                } else { try output.write(part.data) }
                 try output.write(Data("\r\n".utf8))
             }
             try output.write(Data("--\(boundary)--\r\n".utf8))
@@ -945,7 +733,6 @@ public final class RestManager: @unchecked Sendable {
 
     /// One request as a value: what a service builds and a manager sends, so that callers sharing
     /// one manager (one connection pool) never see each other's parameters.
-    ///
     /// ```swift
     /// enum UsersEndpoint {
     ///     static func page(_ number: Int) -> RestManager.Request {
@@ -980,15 +767,10 @@ public final class RestManager: @unchecked Sendable {
         /// Where a download goes.
         var destination: URL?
         private var headerEntity = RestEntity(ignoringKeyCase: true)
-
         /// A request with no headers, parameters or body.
-        public init(_ method: HttpMethod = .get, url: URL) {
-            self.method = method
-            self.url = url
-        }
+        public init(_ method: HttpMethod = .get, url: URL) { (self.method, self.url) = (method, url) }
 
         /// Sets `body` to `value` as JSON, and `Content-Type` to `application/json` unless a JSON type is set.
-        ///
         /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
         public mutating func setBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
             body = try Encoding.json(value, encoder: encoder)
@@ -1005,7 +787,6 @@ public final class RestManager: @unchecked Sendable {
 
     /// OAuth2-style bearer tokens: added to every request that has no `Authorization` of its own,
     /// refreshed before they expire and after a 401, one refresh at a time for any number of callers.
-    ///
     /// ```swift
     /// rest.authenticator = RestManager.Authenticator(credential: stored) { rejected in
     ///     try await tokenService.refresh(rejected)  // may call this same manager
@@ -1018,12 +799,8 @@ public final class RestManager: @unchecked Sendable {
             public var accessToken: String
             /// When the token expires; it is refreshed before sending from 30 s before then.
             public var expiresAt: Date?
-
             /// A credential.
-            public init(accessToken: String, expiresAt: Date? = nil) {
-                self.accessToken = accessToken
-                self.expiresAt = expiresAt
-            }
+            public init(accessToken: String, expiresAt: Date? = nil) { (self.accessToken, self.expiresAt) = (accessToken, expiresAt) }
 
             var expiresSoon: Bool { expiresAt.map { $0.timeIntervalSinceNow < 30 } ?? false }
         }
@@ -1034,22 +811,17 @@ public final class RestManager: @unchecked Sendable {
         /// Callers waiting for the refresh under way; nil when none runs.
         private var waiting: [@Sendable (Result<Credential, Error>) -> Void]?
         private var refreshTimes: [Date] = []
-
         /// Requests made by `refresh` itself (logging in again, say) go without this authenticator.
         @TaskLocal static var isRefreshing = false
 
         /// An authenticator starting from `credential` (nil: none yet); `refresh` gets the credential a
         /// server rejected (or that expired) and returns a new one, or throws.
         public init(credential: Credential?, refresh: @escaping @Sendable (_ rejected: Credential?) async throws -> Credential) {
-            stored = credential
-            self.refresh = refresh
+            (stored, self.refresh) = (credential, refresh)
         }
 
         /// The credential sent now: set it after logging in, nil after logging out.
-        public var credential: Credential? {
-            get { lock.withLock { stored } }
-            set { lock.withLock { stored = newValue } }
-        }
+        public var credential: Credential? { get { lock.withLock { stored } } set { lock.withLock { stored = newValue } } }
 
         /// A credential fit to send: the current one, refreshed first when it expires within 30 s.
         func validCredential(onRefresh: @Sendable () -> Void, _ done: @escaping @Sendable (Result<Credential?, Error>) -> Void) {
@@ -1060,8 +832,7 @@ public final class RestManager: @unchecked Sendable {
 
         /// After a 401 to a request that carried `token`: the current credential when it is newer,
         /// else a refreshed one (joining a refresh under way).
-        func credential(replacing token: String?, onRefresh: @Sendable () -> Void,
-                        _ done: @escaping @Sendable (Result<Credential, Error>) -> Void) {
+        func credential(replacing token: String?, onRefresh: @Sendable () -> Void, _ done: @escaping @Sendable (Result<Credential, Error>) -> Void) {
             let current = lock.withLock { stored }
             if let current, current.accessToken != token { return done(.success(current)) }
             refreshRejecting(current, onRefresh: onRefresh, done)
@@ -1090,9 +861,7 @@ public final class RestManager: @unchecked Sendable {
             let refresh = self.refresh
             Task {
                 let result: Result<Credential, Error>
-                do {
-                    result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) })
-                } catch {
+                do { result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) }) } catch {
                     result = .failure(CustomError.authenticationFailed(reason: "the credential refresh failed: \(error.localizedDescription)"))
                 }
                 let callers = lock.withLock { () -> [@Sendable (Result<Credential, Error>) -> Void] in
@@ -1109,7 +878,6 @@ public final class RestManager: @unchecked Sendable {
 
     /// When to try a request again: which methods, on which statuses and network errors, after what
     /// delay. All attempts share the call's one deadline.
-    ///
     /// ```swift
     /// rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)
     /// ```
@@ -1124,16 +892,12 @@ public final class RestManager: @unchecked Sendable {
         public var retryableStatusCodes: Set<Int>
         /// Methods that may be sent twice (default the idempotent GET, HEAD, PUT, DELETE, OPTIONS).
         public var retryableMethods: Set<HttpMethod>
-
         /// A policy; the defaults are the common ones (Alamofire's, plus 429).
         public init(maximumRetries: Int = 2, initialDelay: TimeInterval = 0.5, maximumDelay: TimeInterval = 30,
                     retryableStatusCodes: Set<Int> = [408, 429, 500, 502, 503, 504],
                     retryableMethods: Set<HttpMethod> = [.get, .head, .put, .delete, .options]) {
-            self.maximumRetries = maximumRetries
-            self.initialDelay = initialDelay
-            self.maximumDelay = maximumDelay
-            self.retryableStatusCodes = retryableStatusCodes
-            self.retryableMethods = retryableMethods
+            (self.maximumRetries, self.initialDelay, self.maximumDelay) = (maximumRetries, initialDelay, maximumDelay)
+            (self.retryableStatusCodes, self.retryableMethods) = (retryableStatusCodes, retryableMethods)
         }
 
         /// Network errors after which the request may not have reached the server, or its
@@ -1185,7 +949,6 @@ public final class RestManager: @unchecked Sendable {
         case refreshingCredential
         /// The call ended (once per call) after `duration` seconds.
         case finished(URLRequest, Results, duration: TimeInterval)
-
         /// One line: method and URL (secrets redacted), and what happened.
         public var description: String {
             let line = { (request: URLRequest) in "\(request.httpMethod ?? "GET") \(Redaction.url(request.url?.absoluteString ?? ""))" }
@@ -1205,46 +968,30 @@ public final class RestManager: @unchecked Sendable {
 
     /// What one call sends: the manager's state when the call was made.
     struct Snapshot: Sendable {
-        var headers = RestEntity(ignoringKeyCase: true)
-        var query = RestEntity()
-        var bodyParameters = RestEntity()
-        var body: Data?
-        var files: [MultipartBody.Part] = []
-        var timeout: TimeInterval = 60
-        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
-        var followsRedirects = true
-        var maximumRedirects = 10
-        var maximumResponseSize: Int? = 100 * 1024 * 1024
-        var deduplicates = false
-        var baseURL: URL?
-        var authenticator: Authenticator?
-        var retryPolicy: RetryPolicy?
-        var eventHandler: (@Sendable (Event) -> Void)?
+        var headers = RestEntity(ignoringKeyCase: true), query = RestEntity(), bodyParameters = RestEntity()
+        var body: Data?, files: [MultipartBody.Part] = []
+        var timeout: TimeInterval = 60, callbackQueue = DispatchQueue.global(qos: .userInitiated)
+        var followsRedirects = true, maximumRedirects = 10, maximumResponseSize: Int? = 100 * 1024 * 1024, deduplicates = false
+        var baseURL: URL?, authenticator: Authenticator?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
 
         /// The same settings without headers or credentials: what `getData` sends (often to another host).
         func forPlainDownload() -> Snapshot {
             var plain = self
-            plain.headers = RestEntity(ignoringKeyCase: true)
-            plain.authenticator = nil
+            (plain.headers, plain.authenticator) = (RestEntity(ignoringKeyCase: true), nil)
             return plain
         }
 
         /// The tutorial's call as a value request: the manager's query, body and files.
         func tutorialRequest(_ method: HttpMethod, url: URL) -> Request {
             var request = Request(method, url: url)
-            request.queryParameters = query
-            request.bodyParameters = bodyParameters
-            request.body = body
-            request.files = files
+            (request.queryParameters, request.bodyParameters, request.body, request.files) = (query, bodyParameters, body, files)
             return request
         }
     }
 
     /// The body format named by a `Content-Type` value (media type only, any case).
     struct ContentKind {
-        let isJSON: Bool
-        let isForm: Bool
-        let isMultipart: Bool
+        let isJSON: Bool, isForm: Bool, isMultipart: Bool
 
         init(_ contentType: String?) {
             let media = (contentType ?? "").split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
@@ -1269,9 +1016,8 @@ public final class RestManager: @unchecked Sendable {
             let method = value.method
             var request = URLRequest(url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
-            // Foundation on Linux truncates its own timer to whole seconds (0.5 fires at once) and
-            // traps on values beyond Int milliseconds; the library enforces the real deadline, so
-            // Foundation's only has to come later (capped: 10^8 s is "never" for both).
+            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int milliseconds;
+            // the library enforces the real deadline, so Foundation's only has to come later (10^8 s is "never" for both).
             request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers
             // The request's own headers win over the manager's of the same name.
@@ -1297,7 +1043,6 @@ public final class RestManager: @unchecked Sendable {
 
         /// Request headers that describe a body (Fetch's list): dropped when there is no body.
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
-
         /// The body for the request, chosen by `Content-Type` (and setting it when missing).
         static func body(for snapshot: Request, headers: inout RestEntity) throws -> Data? {
             let kind = ContentKind(headers.value(forKey: "Content-Type"))
@@ -1326,8 +1071,7 @@ public final class RestManager: @unchecked Sendable {
             return snapshot.body
         }
 
-        /// `value` with its files added by URL and its body fields as one multipart body in a
-        /// temporary file, to be streamed from there.
+        /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be streamed from there.
         static func assembleMultipart(_ value: Request) throws -> Request {
             var multipart = MultipartBody()
             for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
@@ -1346,9 +1090,7 @@ public final class RestManager: @unchecked Sendable {
         /// `url` itself when absolute; else `base` and `url` joined with exactly one "/".
         static func resolve(_ url: URL, against base: URL?) throws -> URL {
             guard url.scheme == nil else { return url }
-            guard let base else {
-                throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL")
-            }
+            guard let base else { throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL") }
             var prefix = base.absoluteString
             while prefix.hasSuffix("/") { prefix.removeLast() }
             let path = url.absoluteString.drop { $0 == "/" }
@@ -1376,9 +1118,7 @@ public final class RestManager: @unchecked Sendable {
                 return url.absoluteURL // nothing to add: skip rebuilding (the common, hot case)
             }
             guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-                  let host = components.host, !host.isEmpty else {
-                throw CustomError.invalidURL(text, reason: "it has no host")
-            }
+                  let host = components.host, !host.isEmpty else { throw CustomError.invalidURL(text, reason: "it has no host") }
             components.fragment = nil
             if query.totalItems() > 0 {
                 // Only our own encoder's output is assigned: an invalid string here would trap.
@@ -1418,16 +1158,13 @@ public final class RestManager: @unchecked Sendable {
             if let body = request.httpBody, !body.isEmpty {
                 if let text = String(data: body, encoding: .utf8), !text.contains("\0") {
                     parts.append("--data-binary " + Encoding.shellQuoted(text))
-                } else {
-                    parts.append("--data-binary @body.bin  # \(body.count) bytes of binary data")
-                }
+                } else { parts.append("--data-binary @body.bin  # \(body.count) bytes of binary data") }
             }
             return parts.joined(separator: " ")
         }
     }
 
-    /// Hides secrets wherever the library prints a request: URL passwords and query parameters
-    /// with secret-looking names become `<redacted>`.
+    /// Hides secrets wherever the library prints a request: URL passwords and query parameters with secret-looking names become `<redacted>`.
     enum Redaction {
         /// Lower-cased names that hold secrets, as header or query parameter names.
         static func isSecretName(_ lowercased: String) -> Bool {
@@ -1447,9 +1184,7 @@ public final class RestManager: @unchecked Sendable {
                 let authority = rest[..<authorityEnd]
                 if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
                     output += authority[...colon] + "<redacted>" + authority[at...]
-                } else {
-                    output += authority
-                }
+                } else { output += authority }
                 rest = rest[authorityEnd...]
             }
             guard let question = rest.firstIndex(of: "?") else { return output + rest }
@@ -1496,9 +1231,7 @@ public final class RestManager: @unchecked Sendable {
                     output.append(byte)
                 } else if spaceAsPlus && byte == 0x20 {
                     output.append(UInt8(ascii: "+"))
-                } else {
-                    output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
-                }
+                } else { output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]] }
             }
             return String(decoding: output, as: UTF8.self)
         }
@@ -1527,14 +1260,9 @@ public final class RestManager: @unchecked Sendable {
                 .replacingOccurrences(of: "\n", with: "%0A")
         }
 
-        static func singleLine(_ text: String) -> String {
-            text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
-        }
+        static func singleLine(_ text: String) -> String { text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ") }
 
-        static func shellQuoted(_ text: String) -> String {
-            "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
-        }
-
+        static func shellQuoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         /// Text for an error message, control characters made visible.
         static func printable(_ text: String) -> String {
             String(text.unicodeScalars.map { scalar -> String in
@@ -1550,7 +1278,6 @@ public final class RestManager: @unchecked Sendable {
     private var state = Snapshot()
     private let transport: Transport
     private let inFlight = Locked([String: Exchange]())
-
     /// Runs `body` on the manager's state under its lock.
     private func withState<Result>(_ body: (inout Snapshot) throws -> Result) rethrows -> Result {
         stateLock.lock()
@@ -1564,6 +1291,7 @@ public final class RestManager: @unchecked Sendable {
                          completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
+        (snapshot.maximumRedirects, snapshot.maximumResponseSize) = (max(0, snapshot.maximumRedirects), snapshot.maximumResponseSize.map { max(0, $0) })
         // A request made by the authenticator's own refresh goes without it (no waiting on itself).
         if Authenticator.isRefreshing { snapshot.authenticator = nil }
         // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
@@ -1579,9 +1307,7 @@ public final class RestManager: @unchecked Sendable {
             do {
                 let streamed = try RequestBuilder.assembleMultipart(value)
                 self.start(streamed, snapshot: snapshot, handle: handle, report: report, temporaryFile: streamed.bodyFile)
-            } catch {
-                handle.deliver(Results(withError: CustomError.wrap(error)))
-            }
+            } catch { handle.deliver(Results(withError: CustomError.wrap(error))) }
         }
         return handle
     }
@@ -1650,12 +1376,10 @@ public final class RestManager: @unchecked Sendable {
             session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
         }
 
-        /// Where every session's delegate work runs: a serial dispatch queue has a thread of its own
-        /// whenever it has work, so answers arrive even while the caller blocks every thread of the
-        /// global queues. One for the process (FoundationNetworking serialises all sessions on one
-        /// queue anyway), and never freed: `underlyingQueue` does not retain it on Linux.
+        /// Where every session's delegate work runs: a serial queue has a thread of its own whenever it has work, so answers
+        /// arrive even while the caller blocks every global thread. One per process (FoundationNetworking serialises
+        /// all sessions anyway), never freed: `underlyingQueue` does not retain it on Linux.
         static let delegateThread = DispatchQueue(label: "RestManager.session", qos: .userInitiated)
-
         /// No cache (on Linux a cache plus cancellation can crash), no cookies, no stored credentials:
         /// nothing written to disk, nothing sent that the caller did not set.
         static func leanConfiguration(maximumConnectionsPerHost: Int) -> URLSessionConfiguration {
@@ -1682,9 +1406,7 @@ public final class RestManager: @unchecked Sendable {
         private var validatorFile: URL { URL(fileURLWithPath: destination.path + ".part.validator") }
         private var output: FileStream?
         private var sentValidator: String?
-        private var offset: Int64 = 0
-        private var written: Int64 = 0
-        private var total: Int64?
+        private var offset: Int64 = 0, written: Int64 = 0, total: Int64?
         private var restarted = false
 
         /// Checks the destination and creates its missing parent folders.
@@ -1692,12 +1414,8 @@ public final class RestManager: @unchecked Sendable {
             self.destination = destination
             var isFolder: ObjCBool = false
             guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
-            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
-                throw FileStream.failure(destination, "it is a folder")
-            }
-            do {
-                try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            } catch {
+            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue { throw FileStream.failure(destination, "it is a folder") }
+            do { try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true) } catch {
                 throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
             }
         }
@@ -1705,7 +1423,6 @@ public final class RestManager: @unchecked Sendable {
         /// Bytes on disk so far (a resumed download counts what it started from).
         var progress: TransferProgress { TransferProgress(completedBytes: offset + written, totalBytes: total) }
         var isWriting: Bool { output != nil }
-
         /// Asks for the rest of a partial file that has a validator; otherwise starts from nothing.
         func prepare(_ request: inout URLRequest) {
             close()
@@ -1743,9 +1460,7 @@ public final class RestManager: @unchecked Sendable {
             guard (200..<300).contains(status) else { return .inMemory }
             (offset, total) = (0, response.expectedContentLength >= 0 ? response.expectedContentLength : nil)
             output = try FileStream(writingTo: partial, append: false)
-            let record = try FileStream(writingTo: validatorFile, append: false)
-            defer { record.close() }
-            try record.write(Data((validator ?? "").utf8))
+            try FileStream(writingTo: validatorFile, append: false).write(Data((validator ?? "").utf8))
             return .writing
         }
 
@@ -1757,14 +1472,11 @@ public final class RestManager: @unchecked Sendable {
         /// Closes the partial file and moves it to the destination in one atomic rename.
         func complete() throws {
             close()
-            guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination, String(cString: strerror(errno))) }
+            guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             try? FileManager.default.removeItem(at: validatorFile)
         }
 
-        func close() {
-            output?.close()
-            output = nil
-        }
+        func close() { output = nil } // FileStream closes its file when released
 
         /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`).
         static func contentRange(_ text: String) -> (start: Int64, total: Int64?)? {
@@ -1775,76 +1487,46 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// What a call streams: a download's file, an upload's body file (a temporary one is removed
-    /// with its exchange), and where progress goes.
+    /// What a call streams: a download's file, an upload's body file (a temporary one is removed with its exchange), and where progress goes.
     struct Transfer: Sendable {
-        var download: DownloadFile?
-        var bodyFile: URL?
-        var temporaryFile: URL?
+        var download: DownloadFile?, bodyFile: URL?, temporaryFile: URL?
         var report: (@Sendable (TransferProgress) -> Void)?
     }
 
-    /// One request on the wire: its redirects, its deadline, its body as it arrives, and the
-    /// handles waiting for it.
+    /// One request on the wire: its redirects, its deadline, its body as it arrives, and the handles waiting for it.
     final class Exchange: @unchecked Sendable {
         private let lock = Lock()
         private let transport: Transport
         private let firstURL: URL
-        private let timeout: TimeInterval
-        private let followsRedirects: Bool
-        private let maximumRedirects: Int
-        private let maximumResponseSize: Int?
+        /// The call's settings (deadline, redirects, size limit, credentials, retries, events).
+        private let settings: Snapshot
         private let onFinish: (@Sendable (Exchange) -> Void)?
         private var handles: [RequestHandle] = []
         private var task: URLSessionDataTask?
-        private var timer: DispatchSourceTimer?
-        private var redirectCount = 0
-        private var finished = false
+        /// The deadline, a retry's delay, progress reports: cancelled when the exchange finishes.
+        private var timers: [DispatchSourceTimer] = []
+        private var redirectCount = 0, attempt = 0, retries = 0
+        private var finished = false, redirectHookRan = false, resentAfter401 = false
         private var request: URLRequest
         private var body = Data()
-        private var redirectHookRan = false
-        // Retries, credentials and events (nil when off: then nothing below runs).
         private let firstRequest: URLRequest
         private let method: HttpMethod
-        private let authenticator: Authenticator?
-        private let retryPolicy: RetryPolicy?
-        private let eventHandler: (@Sendable (Event) -> Void)?
         private let started = DispatchTime.now()
-        private var attempt = 0
-        private var retries = 0
         private var sentToken: String?
-        private var resentAfter401 = false
-        private var delayTimer: DispatchSourceTimer?
         // Transfers (nothing when off).
         private let transfer: Transfer
         private let uploadSize: Int64?
         private var bodyFile: URL?
-        private var progressTimer: DispatchSourceTimer?
         private var lastProgress: TransferProgress?
 
-        init(request: URLRequest, snapshot: Snapshot, transport: Transport, transfer: Transfer,
-             onFinish: (@Sendable (Exchange) -> Void)?) {
-            self.transfer = transfer
-            self.bodyFile = transfer.bodyFile
-            self.uploadSize = transfer.bodyFile.flatMap(FileStream.size)
-            self.request = request
-            self.firstRequest = request
+        init(request: URLRequest, snapshot: Snapshot, transport: Transport, transfer: Transfer, onFinish: (@Sendable (Exchange) -> Void)?) {
+            (self.transfer, self.settings, self.transport, self.onFinish) = (transfer, snapshot, transport, onFinish)
+            (self.request, self.firstRequest, self.firstURL) = (request, request, request.url ?? URL(fileURLWithPath: "/"))
+            (self.bodyFile, self.uploadSize) = (transfer.bodyFile, transfer.bodyFile.flatMap(FileStream.size))
             self.method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
-            self.authenticator = snapshot.authenticator
-            self.retryPolicy = snapshot.retryPolicy
-            self.eventHandler = snapshot.eventHandler
-            self.transport = transport
-            self.firstURL = request.url ?? URL(fileURLWithPath: "/")
-            self.timeout = snapshot.timeout
-            self.followsRedirects = snapshot.followsRedirects
-            self.maximumRedirects = max(0, snapshot.maximumRedirects)
-            self.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
-            self.onFinish = onFinish
         }
 
-        deinit {
-            if let file = transfer.temporaryFile { try? FileManager.default.removeItem(at: file) }
-        }
+        deinit { if let file = transfer.temporaryFile { try? FileManager.default.removeItem(at: file) } }
 
         /// Adds a waiting handle; false when this exchange has already finished.
         func add(_ handle: RequestHandle) -> Bool {
@@ -1856,33 +1538,33 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func start() {
-            let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
             // A billion seconds is "never", and keeps the arithmetic in range.
-            timer.schedule(deadline: .now() + min(timeout, 1e9))
-            timer.setEventHandler { [weak self] in self?.deadlinePassed() }
-            timer.resume()
-            let progressTimer = transfer.report.map { _ in DispatchSource.makeTimerSource(queue: transport.timerQueue) }
-            progressTimer?.schedule(deadline: .now() + 0.1, repeating: 0.1)
-            progressTimer?.setEventHandler { [weak self] in self?.reportProgress(final: false) }
-            progressTimer?.resume()
-            let running = lock.withLock { () -> Bool in
-                guard !finished else { return false }
-                (self.timer, self.progressTimer) = (timer, progressTimer)
-                return true
-            }
-            guard running else { // cancelled before it started
-                timer.cancel()
-                progressTimer?.cancel()
-                return
-            }
+            guard startTimer(after: min(settings.timeout, 1e9), { [weak self] in self?.deadlinePassed() }) else { return }
+            if transfer.report != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress(final: false) } }
             beginAttempt()
+        }
+
+        /// Starts a timer on the deadline queue; false (and nothing started) when the exchange has finished.
+        @discardableResult
+        private func startTimer(after seconds: TimeInterval, repeating interval: TimeInterval = .infinity,
+                                _ handler: @escaping @Sendable () -> Void) -> Bool {
+            let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
+            timer.schedule(deadline: .now() + seconds, repeating: interval)
+            timer.setEventHandler(handler: handler)
+            timer.resume()
+            let kept = lock.withLock { () -> Bool in
+                if !finished { timers.append(timer) }
+                return !finished
+            }
+            if !kept { timer.cancel() }
+            return kept
         }
 
         /// Sends the call's request (again): with the current credential when an authenticator is set.
         private func beginAttempt() {
             let first = firstRequest
-            guard let authenticator, first.value(forHTTPHeaderField: "Authorization") == nil else { return sendAttempt(first, token: nil) }
-            authenticator.validCredential(onRefresh: { self.eventHandler?(.refreshingCredential) }) { result in
+            guard let authenticator = settings.authenticator, first.value(forHTTPHeaderField: "Authorization") == nil else { return sendAttempt(first, token: nil) }
+            authenticator.validCredential(onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
                 switch result {
                 case .success(let credential):
                     var next = first
@@ -1905,20 +1587,19 @@ public final class RestManager: @unchecked Sendable {
                 return attempt
             }
             guard let number else { return }
-            eventHandler?(.started(next, attempt: number))
+            settings.eventHandler?(.started(next, attempt: number))
             send(next)
         }
 
-        /// An attempt's outcome: sent again with a new credential after a 401, retried by the
-        /// policy while the deadline allows, or delivered.
+        /// An attempt's outcome: sent again with a new credential after a 401, retried by the policy while the deadline allows, or delivered.
         private func attemptEnded(_ results: Results) {
-            if let authenticator, results.statusCode == 401, firstRequest.value(forHTTPHeaderField: "Authorization") == nil,
+            if let authenticator = settings.authenticator, results.statusCode == 401, firstRequest.value(forHTTPHeaderField: "Authorization") == nil,
                let token = lock.withLock({ () -> String?? in
                    guard !resentAfter401, !finished else { return nil }
                    resentAfter401 = true
                    return .some(sentToken)
                }) {
-                authenticator.credential(replacing: token, onRefresh: { self.eventHandler?(.refreshingCredential) }) { result in
+                authenticator.credential(replacing: token, onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
                     switch result {
                     case .success: self.beginAttempt()
                     case .failure(let error): self.finish(Results(withError: CustomError.wrap(error)))
@@ -1926,34 +1607,22 @@ public final class RestManager: @unchecked Sendable {
                 }
                 return
             }
-            guard let retryPolicy else { return finish(results) }
+            guard let retryPolicy = settings.retryPolicy else { return finish(results) }
             let decision = lock.withLock { () -> (delay: TimeInterval, reason: String, attempt: Int)? in
                 guard !finished, let next = retryPolicy.delay(beforeRetry: retries + 1, after: results, method: method) else { return nil }
                 // The next attempt must start before the call's deadline, or the last answer is delivered now.
                 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                guard elapsed + next.seconds < timeout else { return nil }
+                guard elapsed + next.seconds < settings.timeout else { return nil }
                 retries += 1
                 return (next.seconds, next.reason, attempt)
             }
             guard let decision else { return finish(results) }
-            eventHandler?(.retrying(lock.withLock { request }, attempt: decision.attempt, delay: decision.delay, reason: decision.reason))
-            let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
-            timer.schedule(deadline: .now() + decision.delay)
-            // Holds the exchange while it waits (nothing else does then); cancelled by `finish`.
-            timer.setEventHandler { self.beginAttempt() }
-            timer.resume()
-            let waiting = lock.withLock { () -> Bool in
-                guard !finished else { return false }
-                delayTimer = timer
-                return true
-            }
-            if !waiting { timer.cancel() }
+            settings.eventHandler?(.retrying(lock.withLock { request }, attempt: decision.attempt, delay: decision.delay, reason: decision.reason))
+            // Holds the exchange while it waits (nothing else does then).
+            startTimer(after: decision.delay) { self.beginAttempt() }
         }
 
-        private func deadlinePassed() {
-            finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
-        }
-
+        private func deadlinePassed() { finish(Results(withError: CustomError.timedOut(firstURL, after: settings.timeout))) }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
         func remove(_ handle: RequestHandle) {
             let resources: Resources? = lock.withLock {
@@ -2008,7 +1677,7 @@ public final class RestManager: @unchecked Sendable {
                 }
                 // The announced length (compressed bytes, if any) is a good first guess for the size.
                 let expected = response.expectedContentLength
-                if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(maximumResponseSize ?? 64 << 20)))) }
+                if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(settings.maximumResponseSize ?? 64 << 20)))) }
                 return .proceed
             }
             switch next {
@@ -2029,9 +1698,8 @@ public final class RestManager: @unchecked Sendable {
                     do { try download.write(data) } catch { return error }
                     return nil
                 }
-                // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body
-                // cannot grow past the limit in memory.
-                if let limit = maximumResponseSize, body.count + data.count > limit { return CustomError.responseTooLarge(limit: limit) }
+                // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past the limit in memory.
+                if let limit = settings.maximumResponseSize, body.count + data.count > limit { return CustomError.responseTooLarge(limit: limit) }
                 body.append(data)
                 return nil
             }
@@ -2039,7 +1707,6 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func reportProgress(final: Bool) { lock.withLock { reportProgressLocked(final: final) } }
-
         /// Reports the figure when it has moved forward; with the lock held, so reports stay in order.
         private func reportProgressLocked(final: Bool) {
             guard let report = transfer.report, final || !finished else { return }
@@ -2072,39 +1739,32 @@ public final class RestManager: @unchecked Sendable {
                 switch urlError.code {
                 case .cancelled:
                     // Nobody here cancelled it (that finishes the exchange first): the session
-                    // delegate declined an authentication challenge, whose answer (401, 407) is
-                    // in the task's response.
+                    // delegate declined an authentication challenge, whose answer (401, 407) is in the task's response.
                     if let http = task.response as? HTTPURLResponse {
                         return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
                     }
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 case .timedOut:
-                    return finish(Results(withError: CustomError.timedOut(firstURL, after: timeout)))
+                    return finish(Results(withError: CustomError.timedOut(firstURL, after: settings.timeout)))
                 case .httpTooManyRedirects:
-                    return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: maximumRedirects)))
+                    return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)))
                 default:
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
             }
-            guard let http = task.response as? HTTPURLResponse else {
-                return finish(Results(withError: CustomError.invalidResponse))
-            }
+            guard let http = task.response as? HTTPURLResponse else { return finish(Results(withError: CustomError.invalidResponse)) }
             // URLSession must never follow a redirect itself (secrets would go to another origin
             // unchecked); if an SDK ever stops calling the hook, fail loudly instead of silently.
             if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url, original != current {
                 return finish(Results(withError: CustomError.unexpectedRedirect(current)))
             }
-            if followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
-               let location = http.value(forHTTPHeaderField: "Location") {
-                return redirect(from: http, to: location)
-            }
+            if settings.followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
+               let location = http.value(forHTTPHeaderField: "Location") { return redirect(from: http, to: location) }
             if let download = transfer.download, (200..<300).contains(http.statusCode), let failure = lock.withLock({ () -> Error? in
                 guard download.isWriting else { return CustomError.invalidResponse }
                 do { try download.complete() } catch { return error }
                 return nil
-            }) {
-                return finish(Results(withError: CustomError.wrap(failure)))
-            }
+            }) { return finish(Results(withError: CustomError.wrap(failure))) }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
 
@@ -2114,11 +1774,10 @@ public final class RestManager: @unchecked Sendable {
                 redirectHookRan = false
                 return (request, redirectCount)
             }
-            guard hops <= maximumRedirects else {
-                return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: maximumRedirects)))
+            guard hops <= settings.maximumRedirects else {
+                return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)))
             }
-            guard let currentURL = current.url,
-                  let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
+            guard let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
                   let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
                   target.host != nil else {
                 return finish(Results(withError: CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")))
@@ -2163,16 +1822,15 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func reportFinished(_ request: URLRequest, _ results: Results) {
-            eventHandler?(.finished(request, results, duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9))
+            settings.eventHandler?(.finished(request, results, duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9))
         }
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
-
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
         private func takeResources() -> Resources {
             transfer.download?.close()
-            defer { task = nil; timer = nil; delayTimer = nil; progressTimer = nil }
-            return (task, [timer, delayTimer, progressTimer].compactMap { $0 })
+            defer { (task, timers) = (nil, []) }
+            return (task, timers)
         }
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
@@ -2181,12 +1839,9 @@ public final class RestManager: @unchecked Sendable {
             if let task = resources.task { cancelLater(task) }
         }
 
-        /// Cancels outside every lock, on the session's delegate queue: on Linux `cancel()` hops
-        /// synchronously onto the session's queue, and a cancel that overtakes the redirect
-        /// decision traps in FoundationNetworking; the delegate queue orders the two.
-        private func cancelLater(_ task: URLSessionDataTask) {
-            transport.session.delegateQueue.addOperation { task.cancel() }
-        }
+        /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
+        /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
+        private func cancelLater(_ task: URLSessionDataTask) { transport.session.delegateQueue.addOperation { task.cancel() } }
 
         static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
             first.scheme?.lowercased() == second.scheme?.lowercased()
@@ -2194,9 +1849,7 @@ public final class RestManager: @unchecked Sendable {
                 && effectivePort(first) == effectivePort(second)
         }
 
-        private static func effectivePort(_ url: URL) -> Int {
-            url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
-        }
+        private static func effectivePort(_ url: URL) -> Int { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
     }
 
     /// The session's delegate: hands each task's events to its exchange, declines URLSession's own
@@ -2204,13 +1857,8 @@ public final class RestManager: @unchecked Sendable {
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
 
-        func register(_ exchange: Exchange, for task: URLSessionTask) {
-            exchanges.withLock { $0[task.taskIdentifier] = exchange }
-        }
-
-        private func exchange(for task: URLSessionTask) -> Exchange? {
-            exchanges.withLock { $0[task.taskIdentifier] }
-        }
+        func register(_ exchange: Exchange, for task: URLSessionTask) { exchanges.withLock { $0[task.taskIdentifier] = exchange } }
+        private func exchange(for task: URLSessionTask) -> Exchange? { exchanges.withLock { $0[task.taskIdentifier] } }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
@@ -2251,9 +1899,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Private helpers
 
-    /// Runs a completion-handler call as `async`, cancelling it when the surrounding Task is cancelled.
-    /// The handle's completion runs once, so the continuation resumes exactly once.
-    /// A Task already cancelled gets `cancelled` at once: nothing is sent.
+    /// Runs a completion-handler call as `async`, cancelled with the surrounding Task (one that is already cancelled
+    /// gets `cancelled` at once: nothing is sent). The completion runs once, so the continuation resumes once.
     private func withCancellableHandle<Value: Sendable>(
         cancelled: Value,
         _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Value) -> Void) -> RequestHandle
@@ -2278,53 +1925,42 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    private struct HandleSlot: Sendable {
-        var handle: RequestHandle?
-        var cancelled = false
-    }
+    private struct HandleSlot: Sendable { var handle: RequestHandle?, cancelled = false }
 
-    /// A file written through `OutputStream` (no exceptions on any platform); errors are `CustomError`s.
+    /// A file written with C stdio (no exceptions on any platform); errors are `CustomError`s.
     final class FileStream {
-        private let stream: OutputStream
+        private var file: UnsafeMutablePointer<FILE>?
         private let url: URL
 
         init(writingTo url: URL, append: Bool) throws {
-            guard let stream = OutputStream(url: url, append: append) else { throw Self.failure(url, "it cannot be opened for writing") }
-            stream.open()
-            guard stream.streamStatus == .open else {
-                throw Self.failure(url, stream.streamError?.localizedDescription ?? "it cannot be opened for writing")
-            }
-            (self.stream, self.url) = (stream, url)
+            (file, self.url) = (fopen(url.path, append ? "ab" : "wb"), url)
+            if file == nil { throw Self.failure(url) }
         }
 
         func write(_ data: Data) throws {
-            try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-                var offset = 0
-                while offset < raw.count, let base = raw.bindMemory(to: UInt8.self).baseAddress {
-                    let count = stream.write(base + offset, maxLength: raw.count - offset)
-                    guard count > 0 else { throw Self.failure(url, stream.streamError?.localizedDescription ?? "it cannot be written") }
-                    offset += count
-                }
-            }
+            guard let file, data.withUnsafeBytes({ fwrite($0.baseAddress, 1, $0.count, file) }) == data.count else { throw Self.failure(url) }
         }
 
-        func close() { stream.close() }
+        func close() {
+            if let file { fclose(file) }
+            file = nil
+        }
+
+        deinit { close() }
 
         /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file.
         static func check(_ url: URL) throws {
             var isFolder: ObjCBool = false
-            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
-                throw failure(url, "it does not exist")
-            }
+            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else { throw failure(url, "it does not exist") }
             guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
             guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
         }
 
-        static func size(_ url: URL) -> Int64? {
-            ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value
+        static func size(_ url: URL) -> Int64? { ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value }
+        /// `.fileAccessFailed` with `reason`, or the system's reason for the last failed call.
+        static func failure(_ url: URL, _ reason: String? = nil) -> CustomError {
+            .fileAccessFailed(url, reason: reason ?? String(cString: strerror(errno)))
         }
-
-        static func failure(_ url: URL, _ reason: String) -> CustomError { .fileAccessFailed(url, reason: reason) }
     }
 
     /// An `NSLock` with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15).
@@ -2345,9 +1981,7 @@ public final class RestManager: @unchecked Sendable {
 
         init(_ value: Value) { self.value = value }
 
-        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-            try lock.withLock { try body(&value) }
-        }
+        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result { try lock.withLock { try body(&value) } }
     }
 }
 

@@ -182,14 +182,7 @@ struct Client {
         guard let url = URL(string: user.avatar), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
             throw Exit(code: Exit.badData, message: "user \(user.id) has no usable avatar URL")
         }
-        if options.verbose { Output.diagnostic("> getData \(url.absoluteString)") }
-        let data: Data
-        do { data = try await rest.data(fromURL: url) } catch RestManager.CustomError.unacceptableStatusCode(let code, _) {
-            throw Exit(code: Exit.httpError, message: "avatar of user \(user.id): HTTP \(code)")
-        } catch {
-            throw Exit(code: Exit.unavailable, message: "cannot download \(url.absoluteString): \(error.localizedDescription)")
-        }
-        return try AvatarFile.write(data, to: destination)
+        return try await download(url, to: destination, quiet: true).path
     }
 
     /// With --json, prints the body as is; returns whether the caller should print its own view.
@@ -296,16 +289,6 @@ enum AvatarFile {
             return url.appendingPathComponent(fileName)
         }
         return url
-    }
-
-    static func write(_ data: Data, to destination: URL) throws -> String {
-        do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try data.write(to: destination, options: .atomic)
-        } catch {
-            throw Exit(code: Exit.cannotWrite, message: "cannot write \(destination.path): \(error.localizedDescription)")
-        }
-        return destination.path
     }
 }
 

@@ -14,6 +14,8 @@ struct GlobalOptions {
     var offline = false
     var apiKey = "reqres-free-v1"
     var timeout: TimeInterval = 30
+    /// Whether --timeout was given (transfers otherwise get a day: 30 s is for API calls).
+    var timeoutGiven = false
     var json = false
     var verbose = false
     var retries = 0
@@ -95,7 +97,7 @@ enum ArgumentParser {
     private static func parseCommandArguments(_ arguments: [String], spec: CommandSpec, into invocation: inout Invocation) throws {
         var index = 0
         while index < arguments.count {
-            var argument = arguments[index]
+            var argument = arguments[index] == "-o" ? "--output" : arguments[index]
             index += 1
             guard argument.hasPrefix("--"), !isNegativeNumber(argument) else {
                 invocation.positionals.append(argument)
@@ -145,6 +147,7 @@ enum ArgumentParser {
                                  command: nil)
             }
             options.timeout = seconds
+            options.timeoutGiven = true
         }
     }
 

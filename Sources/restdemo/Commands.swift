@@ -35,6 +35,13 @@ enum Commands {
         CommandSpec(name: "avatar", summary: "Download a user's avatar with getData and save it",
                     usage: "restdemo avatar ID [--output PATH]", positionals: ["ID"], valueOptions: ["--output"], flags: [],
                     details: "  --output PATH  a file, or a folder to save avatar-ID.jpg in\n                 (default: a 'restdemo' folder in the user's caches directory)"),
+        CommandSpec(name: "download", summary: "Download a file to disk with progress; run it again to resume",
+                    usage: "restdemo download URL|/PATH -o FILE [--quiet]", positionals: ["URL"], valueOptions: ["--output"], flags: ["--quiet"],
+                    details: "  -o, --output FILE  where to save it (folders are created; FILE.part holds an unfinished download)\n  --quiet            no progress on stderr"),
+        CommandSpec(name: "upload", summary: "Upload a file as the request body, streamed, with progress",
+                    usage: "restdemo upload FILE URL|/PATH [--method POST|PUT|PATCH] [--content-type TYPE] [--quiet]", positionals: ["FILE", "URL"],
+                    valueOptions: ["--method", "--content-type"], flags: ["--quiet"],
+                    details: "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr"),
         CommandSpec(name: "completion", summary: "Print a shell completion script (bash, zsh or fish)",
                     usage: "restdemo completion SHELL", positionals: ["SHELL"], valueOptions: [], flags: [], details: ""),
         CommandSpec(name: "tour", summary: "The tutorial's calls in order, with a heading for each",
@@ -59,6 +66,8 @@ enum Commands {
         "register": "restdemo register --email eve.holt@reqres.in --password pistol",
         "avatar": "restdemo avatar 2 --output ~/Pictures/",
         "tour": "restdemo --offline tour",
+        "download": "restdemo --offline download /_test/files/104857600 -o ~/big.bin",
+        "upload": "restdemo upload photo.jpg https://example.com/upload --method PUT --content-type image/jpeg",
         "serve": "restdemo serve --port 8080 --stubs fixtures.json",
         "completion": "restdemo completion bash > ~/.local/share/bash-completion/completions/restdemo",
     ]
@@ -113,6 +122,8 @@ enum Commands {
         case "login", "register": try await client.authenticate(invocation, registering: command == "register")
         case "logout": try await client.logout()
         case "avatar": try await client.avatar(invocation)
+        case "download": try await client.download(invocation)
+        case "upload": try await client.upload(invocation)
         default: try await client.tour()
         }
     }

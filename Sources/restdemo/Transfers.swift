@@ -1,0 +1,131 @@
+// `download` and `upload`: streamed transfers with a progress bar on stderr.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import RestManager
+
+extension Client {
+    func download(_ invocation: Invocation) async throws {
+        let url = try absoluteURL(invocation.positionals.first, command: "download")
+        guard let output = invocation.options["--output"], !output.isEmpty else {
+            throw UsageError(message: "missing -o FILE (where to save the download)", command: "download")
+        }
+        let destination = URL(fileURLWithPath: (output as NSString).expandingTildeInPath)
+        Output.line(try await download(url, to: destination, quiet: invocation.flags.contains("--quiet")).path)
+    }
+
+    /// Downloads through the library's resumable path; errors become exit codes.
+    func download(_ url: URL, to destination: URL, quiet: Bool) async throws -> URL {
+        rest.requestHttpHeaders = RestManager.RestEntity()
+        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
+        rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
+        let bar = ProgressBar(quiet: quiet)
+        defer { bar.finish() }
+        do {
+            return try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
+        } catch let error as RestManager.CustomError {
+            throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.cannotWrite)
+        }
+    }
+
+    func upload(_ invocation: Invocation) async throws {
+        let file = URL(fileURLWithPath: ((invocation.positionals.first ?? "") as NSString).expandingTildeInPath)
+        let url = try absoluteURL(invocation.positionals.dropFirst().first, command: "upload")
+        let methodName = invocation.options["--method"] ?? "POST"
+        guard let method = RestManager.HttpMethod(rawValue: methodName.lowercased()), [.post, .put, .patch].contains(method) else {
+            throw UsageError(message: "--method must be POST, PUT or PATCH, not '\(methodName)'", command: "upload")
+        }
+        rest.clearParameters()
+        rest.requestHttpHeaders = RestManager.RestEntity()
+        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        if let type = invocation.options["--content-type"] { rest.requestHttpHeaders.add(value: type, forKey: "Content-Type") }
+        rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
+        let bar = ProgressBar(quiet: invocation.flags.contains("--quiet"))
+        let results = await rest.upload(fileAt: file, toURL: url, withHttpMethod: method, progress: { bar.show($0) })
+        bar.finish()
+        if let error = results.error as? RestManager.CustomError { throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.noInput) }
+        Output.line("HTTP \(results.statusCode ?? 0)")
+        if let body = results.data, !body.isEmpty { Output.raw(body) }
+        if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
+    }
+
+    /// An absolute http(s) URL, or a path starting with "/" on the API's base URL (the mock's with --offline).
+    private func absoluteURL(_ text: String?, command: String) throws -> URL {
+        if let text, text.hasPrefix("/"), let url = URL(string: base.absoluteString.trimmingCharacters(in: ["/"]) + text) { return url }
+        guard let text, let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+            throw UsageError(message: "URL must be an absolute http(s) URL or a /path, not '\(text ?? "")'", command: command)
+        }
+        return url
+    }
+
+    /// The exit code and one line for a failed transfer; `fileCode` for a file that cannot be used (74 to write, 66 to read).
+    private static func exit(for error: RestManager.CustomError, what: String, fileCode: Int32) -> Exit {
+        switch error {
+        case .unacceptableStatusCode(let code, _): return Exit(code: Exit.httpError, message: "\(what): HTTP \(code)")
+        case let .fileAccessFailed(file, reason):
+            return Exit(code: fileCode, message: "cannot \(fileCode == Exit.cannotWrite ? "write" : "read") \(file.path): \(reason)")
+        case .invalidURL, .invalidHeader, .invalidTimeout, .bodyEncodingFailed:
+            return Exit(code: Exit.usage, message: error.localizedDescription)
+        default: return Exit(code: Exit.unavailable, message: "\(what): \(error.localizedDescription)")
+        }
+    }
+}
+
+/// Progress on stderr: one line redrawn on a terminal (percent, bytes, rate, time left), a plain
+/// line every few seconds otherwise, nothing with --quiet.
+final class ProgressBar: @unchecked Sendable {
+    private let lock = NSLock()
+    private let quiet: Bool
+    private let terminal = isatty(2) == 1
+    private let started = Date()
+    private var lastLine = Date.distantPast
+    private var shown: RestManager.TransferProgress?
+
+    init(quiet: Bool) { self.quiet = quiet }
+
+    func show(_ progress: RestManager.TransferProgress) {
+        lock.lock()
+        defer { lock.unlock() }
+        shown = progress
+        guard !quiet, terminal || Date().timeIntervalSince(lastLine) >= 2 else { return }
+        lastLine = Date()
+        FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + Self.line(progress, seconds: lastLine.timeIntervalSince(started))
+            + (terminal ? "" : "\n")).utf8))
+    }
+
+    func finish() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !quiet, let shown else { return }
+        let line = Self.line(shown, seconds: Date().timeIntervalSince(started))
+        FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + line + "\n").utf8))
+        self.shown = nil
+    }
+
+    /// `42%  420.0 MiB of 1.0 GiB  85.3 MiB/s  8 s left`; without a size, bytes and rate only.
+    static func line(_ progress: RestManager.TransferProgress, seconds: TimeInterval) -> String {
+        let rate = seconds > 0 ? Double(progress.completedBytes) / seconds : 0
+        var parts = [bytes(Double(progress.completedBytes))]
+        if let total = progress.totalBytes, let fraction = progress.fractionCompleted {
+            parts = ["\(Int(fraction * 100))%", parts[0] + " of " + bytes(Double(total))]
+            if rate > 0, total > progress.completedBytes { parts.append("\(Int((Double(total - progress.completedBytes) / rate).rounded(.up))) s left") }
+        }
+        parts.insert(bytes(rate) + "/s", at: min(2, parts.count))
+        return parts.joined(separator: "  ")
+    }
+
+    static func bytes(_ count: Double) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = count, unit = 0
+        while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }
+        return unit == 0 ? "\(Int(value)) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}
