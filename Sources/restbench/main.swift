@@ -1,7 +1,7 @@
 // restbench: RestManager against raw URLSession and the tutorial's design, measured in one run,
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
-//   swift run -c release restbench [--quick] [--json]
+//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -37,9 +37,9 @@ let svgPath: String? = {
     guard let index = list.firstIndex(of: "--svg") else { return nil }
     return index + 1 < list.count ? list[index + 1] : ""
 }()
-let unknown = arguments.subtracting(["--quick", "--json", "--svg"] + (svgPath.map { [$0] } ?? []))
+let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers"] + (svgPath.map { [$0] } ?? []))
 guard unknown.isEmpty, svgPath != "" else {
-    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE])\n".utf8))
+    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers])\n".utf8))
     exit(64)
 }
 let quick = arguments.contains("--quick")
@@ -179,6 +179,19 @@ func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
             ("tutorial design", tutorial(request))]
 }
 
+// --transfers: only the large-transfer scenarios (a quicker look at them).
+if arguments.contains("--transfers") {
+    for row in TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3) {
+        let extra = row.extra ?? [:]
+        print(String(format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer%@",
+                     row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
+                     row.failures > 0 ? ", \(row.failures) failed" : ""))
+    }
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
+}
+
 // MARK: - Scenarios over the network
 
 var rows: [Row] = []
@@ -273,6 +286,12 @@ for inFlight in [8, 12] {
     }
 }
 rows += mainThreadRows
+
+// MARK: - Large transfers
+
+progress("transfers to and from disk…")
+let transferRows = TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3)
+rows += transferRows
 
 // MARK: - Ten thousand requests at once
 
@@ -479,6 +498,11 @@ if json {
     }
     for row in mainThreadRows {
         print("\(row.scenario), \(row.client), \(row.inFlight) in flight: \(Int(row.extra?["connections"] ?? 0)) TCP connections over \(rounds) runs (limit 6 per run)")
+    }
+    for row in transferRows {
+        let extra = row.extra ?? [:]
+        print(String(format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer",
+                     row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0))
     }
     for row in burstRows {
         let extra = row.extra ?? [:]
