@@ -183,17 +183,18 @@ func compare(scenario: String, inFlight: Int, count: Int, rounds: Int,
     }
 }
 
-/// Samples the process's thread count every millisecond until stopped; returns the peak.
-final class PeakThreads: @unchecked Sendable {
+/// The largest value `sample` returns while it runs (threads, resident memory), sampled every millisecond.
+final class PeakSample: @unchecked Sendable {
     private let lock = NSLock()
-    private var peak = Clock.threadCount()
+    private var peak: Int
     private var running = true
     private let stopped = DispatchSemaphore(value: 0)
 
-    init() {
+    init(_ sample: @escaping @Sendable () -> Int) {
+        peak = sample()
         Thread { [self] in
             while lock.withLock({ running }) {
-                let now = Clock.threadCount()
+                let now = sample()
                 lock.withLock { peak = max(peak, now) }
                 usleep(1000)
             }

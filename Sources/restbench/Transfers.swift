@@ -8,31 +8,6 @@ import FoundationNetworking
 import Dispatch
 import RestManager
 
-/// The largest resident memory seen while it runs, sampled every millisecond.
-final class PeakResident: @unchecked Sendable {
-    private let lock = NSLock()
-    private var peak = Clock.residentBytes()
-    private var running = true
-    private let stopped = DispatchSemaphore(value: 0)
-
-    init() {
-        Thread { [self] in
-            while lock.withLock({ running }) {
-                let now = Clock.residentBytes()
-                lock.withLock { peak = max(peak, now) }
-                usleep(1000)
-            }
-            stopped.signal()
-        }.start()
-    }
-
-    func stop() -> Int {
-        lock.withLock { running = false }
-        stopped.wait()
-        return lock.withLock { peak }
-    }
-}
-
 enum TransferBench {
     /// One transfer; calls `done` with whether the bytes all arrived.
     typealias Transfer = @Sendable (_ done: @escaping @Sendable (Bool) -> Void) -> Void
@@ -50,7 +25,7 @@ enum TransferBench {
                 let client = clients[(index + round) % clients.count]
                 before()
                 let residentBefore = Clock.residentBytes()
-                let peak = PeakResident()
+                let peak = PeakSample(Clock.residentBytes)
                 let started = Clock.nanoseconds()
                 let finished = DispatchSemaphore(value: 0)
                 let outcome = Outcome()

@@ -299,7 +299,7 @@ rows += transferRows
 func burstRow(_ client: String, _ sender: @escaping Sender, count: Int) -> Row {
     let residentBefore = Clock.residentBytes()
     let threadsBefore = Clock.threadCount()
-    let peak = PeakThreads()
+    let peak = PeakSample(Clock.threadCount)
     let sample = ClosedLoop.measure(sender, inFlight: count, count: count)
     let peakThreads = peak.stop()
     let residentAfter = Clock.residentBytes()
