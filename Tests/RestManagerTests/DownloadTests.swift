@@ -4,6 +4,9 @@ import RestManager
 
 /// `download(fromURL:to:)`: bytes to disk as they arrive, atomic appearance, resume with Range/If-Range.
 final class DownloadTests: MockServerTestCase {
+    /// 100 MiB; `RESTMANAGER_LARGE_TRANSFER_BYTES` makes it smaller under the sanitizers.
+    static let largeSize = ProcessInfo.processInfo.environment["RESTMANAGER_LARGE_TRANSFER_BYTES"].flatMap { Int($0) } ?? 104_857_600
+
     /// The mock's generated files: byte i is i mod 251.
     private func pattern(_ range: Range<Int>) -> Data { Data(range.map { UInt8($0 % 251) }) }
 
@@ -46,8 +49,8 @@ final class DownloadTests: MockServerTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + ".validator"))
         }
         let large = destination("large.bin")
-        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/104857600", to: large, timeout: 120)).get())
-        XCTAssertEqual(try Data(contentsOf: large), pattern(0..<104_857_600))
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/\(Self.largeSize)", to: large, timeout: 300)).get())
+        XCTAssertEqual(try Data(contentsOf: large), pattern(0..<Self.largeSize))
         XCTAssertEqual(requests(to: "/_test/files/1"), [ReceivedRequestSummary(range: nil, ifRange: nil, acceptEncoding: "identity")])
     }
 

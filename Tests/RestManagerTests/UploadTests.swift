@@ -32,7 +32,7 @@ final class UploadTests: MockServerTestCase {
             box.set(results)
             done.fulfill()
         }
-        wait(for: [done], timeout: 120)
+        wait(for: [done], timeout: 300)
         return box.value
     }
 
@@ -40,10 +40,11 @@ final class UploadTests: MockServerTestCase {
         let empty = try XCTUnwrap(upload(try file("empty.bin", Data()), to: "/_test/upload"))
         XCTAssertEqual(try empty.decode(Receipt.self),
                        Receipt(method: "POST", bytes: 0, fnv1a64: "cbf29ce484222325", contentType: "application/octet-stream"))
-        let large = Data((0..<104_857_600).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
+        let size = DownloadTests.largeSize
+        let large = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
         let results = try XCTUnwrap(upload(try file("large.bin", large), to: "/_test/upload", method: .put))
         XCTAssertEqual(try results.decode(Receipt.self),
-                       Receipt(method: "PUT", bytes: 104_857_600, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
+                       Receipt(method: "PUT", bytes: size, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
     }
 
     func testTheContentLengthIsTheFileSizeAndTheManagersContentTypeWins() throws {
