@@ -28,6 +28,12 @@ final class QueryEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.rawQuery, "a=one%2B&c&b=two")
     }
 
+    /// A fragment is never sent; with no parameters to add, the URL's own query goes exactly as written.
+    func testAFragmentIsDroppedAndTheQueryLeftAlone() throws {
+        XCTAssertEqual(try echo(send(.get, "/_test/echo?a=b#section")).rawQuery, "a=b")
+        XCTAssertNil(try echo(send(.get, "/_test/echo#section")).rawQuery)
+    }
+
     func testPercentEncodedQueryUsesOnlyUnreservedCharacters() {
         var entity = RestManager.RestEntity()
         entity.add(value: "a+b c/d?e#f%g*h'i!j", forKey: "q")
