@@ -144,6 +144,31 @@ final class UploadTests: MockServerTestCase {
         wait(for: [leftovers], timeout: 10)
     }
 
+    private func temporaryMultipartFiles() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
+        return Set(names.filter { $0.hasPrefix("RestManager-") && $0.hasSuffix(".multipart") })
+    }
+
+    /// The body lives in a temporary file while the call runs (the server answers after a second).
+    func testTheMultipartBodyIsStreamedFromATemporaryFileDuringTheCall() throws {
+        let before = temporaryMultipartFiles()
+        rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
+        let done = expectation(description: "answered")
+        rest.makeRequest(toURL: url("/_test/delay?seconds=1"), withHttpMethod: .post) { _ in done.fulfill() }
+        XCTAssertTrue(server.waitForRequests(1))
+        XCTAssertEqual(temporaryMultipartFiles().subtracting(before).count, 1)
+        wait(for: [done], timeout: 10)
+    }
+
+    /// GET and HEAD send no body: files added by URL are not read, and the call succeeds.
+    func testAGetOrHeadAfterAddingAFileByURLSendsNoBody() throws {
+        rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
+        let get = try echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(get.bodyText, "")
+        XCTAssertNil(get.header("Content-Type"))
+        XCTAssertEqual(send(.head, "/_test/echo").statusCode, 200)
+    }
+
     func testAMissingFileAddedByURLFailsTheCall() throws {
         let missing = scratch.appendingPathComponent("gone.txt")
         rest.addFile(at: missing, fieldName: "doc", mimeType: "text/plain")
