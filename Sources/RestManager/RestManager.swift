@@ -1719,6 +1719,7 @@ public final class RestManager: @unchecked Sendable {
             guard let report = transfer.report, final || !finished else { return }
             var figure: TransferProgress
             if let download = transfer.download {
+                guard download.isWriting || final else { return } // nothing to tell before a 2xx answer starts the file
                 figure = download.progress
                 if final { figure.totalBytes = figure.completedBytes }
             } else if final, let uploadSize {

@@ -28,10 +28,12 @@ extension Client {
         if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
         rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
         let bar = ProgressBar(quiet: quiet)
-        defer { bar.finish() }
         do {
-            return try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
+            let saved = try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
+            bar.finish()
+            return saved
         } catch let error as RestManager.CustomError {
+            bar.clear()
             throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.cannotWrite)
         }
     }
@@ -50,7 +52,7 @@ extension Client {
         rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
         let bar = ProgressBar(quiet: invocation.flags.contains("--quiet"))
         let results = await rest.upload(fileAt: file, toURL: url, withHttpMethod: method, progress: { bar.show($0) })
-        bar.finish()
+        if results.error == nil { bar.finish() } else { bar.clear() }
         if let error = results.error as? RestManager.CustomError { throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.noInput) }
         Output.line("HTTP \(results.statusCode ?? 0)")
         if let body = results.data, !body.isEmpty { Output.raw(body) }
@@ -108,6 +110,14 @@ final class ProgressBar: @unchecked Sendable {
         let line = Self.line(shown, seconds: Date().timeIntervalSince(started))
         FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + line + "\n").utf8))
         self.shown = nil
+    }
+
+    /// After a failure: the terminal's progress line is erased (the error line follows), nothing more is printed.
+    func clear() {
+        lock.lock()
+        defer { lock.unlock() }
+        if !quiet, terminal, shown != nil { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        shown = nil
     }
 
     /// `42%  420.0 MiB of 1.0 GiB  85.3 MiB/s  8 s left`; without a size, bytes and rate only.

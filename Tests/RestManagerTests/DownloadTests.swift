@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import MockServer
 import RestManager
 
 /// `download(fromURL:to:)`: bytes to disk as they arrive, atomic appearance, resume with Range/If-Range.
@@ -165,6 +166,18 @@ final class DownloadTests: MockServerTestCase {
         }
         XCTAssertEqual(String(decoding: body, as: UTF8.self), "{\"status\":404}")
         XCTAssertEqual(try Data(contentsOf: target), Data("keep me".utf8))
+    }
+
+    /// Nothing is reported before a 2xx answer starts the file (here a 404 that takes 0.4 s).
+    func testNoProgressIsReportedForAnErrorAnswer() throws {
+        var slow = MockServer.Response(status: 404, body: Data("gone".utf8))
+        slow.delay = 0.4
+        server.stub(path: "/slow-missing", response: slow)
+        let reports = ResultBox<RestManager.TransferProgress>()
+        guard case .failure(.unacceptableStatusCode(404, _))? = download("/slow-missing", to: destination(), progress: { reports.set($0) }) else {
+            return XCTFail("a 404 did not fail")
+        }
+        XCTAssertEqual(reports.all, [])
     }
 
     func testAFolderAsDestinationIsAnError() throws {
