@@ -79,7 +79,14 @@ final class RedirectTests: MockServerTestCase {
     }
 
     func testRedirectToANonHTTPSchemeIsRefused() {
-        let results = send(.get, "/_test/redirect/302?to=file%3A%2F%2F%2Fetc%2Fpasswd")
-        guard case .invalidURL = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+        for target in ["file:///etc/passwd", "ftp://127.0.0.1/x"] {
+            let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let results = send(.get, "/_test/redirect/302?to=\(encoded)")
+            guard case let .invalidURL(url, reason)? = results.error as? RestManager.CustomError else {
+                return XCTFail("\(target): \(String(describing: results.error))")
+            }
+            XCTAssertEqual(url, target)
+            XCTAssertEqual(reason, "the redirect target is not an http(s) URL")
+        }
     }
 }
