@@ -173,8 +173,13 @@ enum TestEndpoints {
     static let patternBlock = pattern(251 * 261)
 
     private static func badArgument(_ what: String, _ text: String?, _ range: String) -> Reply {
+        .response(badArgumentResponse(what, text, range))
+    }
+
+    /// A JSON 400 saying which number was wrong and the range it must be in.
+    static func badArgumentResponse(_ what: String, _ text: String?, _ range: String) -> HTTPResponse {
         let message = "\(what) must be a whole number in \(range), not '\(HeaderText.printable(text ?? ""))'"
-        return .response(ReqresAPI.json(400, JSONText.object([("error", JSONText.string(message))])))
+        return ReqresAPI.json(400, JSONText.object([("error", JSONText.string(message))]))
     }
 
     private static func badHeader(_ message: String) -> Reply {

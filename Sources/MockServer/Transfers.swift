@@ -14,14 +14,14 @@ enum TransferEndpoints {
     /// neither validator or only `Last-Modified`.
     static func file(_ request: ReceivedRequest, sizeText: String?) -> HTTPResponse {
         guard let size = Numbers.integer(sizeText, in: 0...TestEndpoints.maximumGeneratedBytes) else {
-            return badArgument("byte count", sizeText, "0...\(TestEndpoints.maximumGeneratedBytes)")
+            return TestEndpoints.badArgumentResponse("byte count", sizeText, "0...\(TestEndpoints.maximumGeneratedBytes)")
         }
         guard let version = Numbers.integer(request.query("version") ?? "1", in: 1...1_000_000) else {
-            return badArgument("version", request.query("version"), "1...1000000")
+            return TestEndpoints.badArgumentResponse("version", request.query("version"), "1...1000000")
         }
         let dropText = request.query("dropAfter")
         let dropAfter = dropText.flatMap { Numbers.integer($0, in: 0...TestEndpoints.maximumGeneratedBytes) }
-        if dropText != nil && dropAfter == nil { return badArgument("dropAfter", dropText, "0...\(TestEndpoints.maximumGeneratedBytes)") }
+        if dropText != nil && dropAfter == nil { return TestEndpoints.badArgumentResponse("dropAfter", dropText, "0...\(TestEndpoints.maximumGeneratedBytes)") }
         let etag = "\"\(size)-v\(version)\""
         let lastModified = HTTPResponse.httpDate(time_t(1_700_000_000 + version * 86_400))
         var headers: [(name: String, value: String)] = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes")]
@@ -99,10 +99,5 @@ enum TransferEndpoints {
         var hash = hash
         for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         return hash
-    }
-
-    private static func badArgument(_ what: String, _ text: String?, _ range: String) -> HTTPResponse {
-        let message = "\(what) must be a whole number in \(range), not '\(HeaderText.printable(text ?? ""))'"
-        return ReqresAPI.json(400, JSONText.object([("error", JSONText.string(message))]))
     }
 }

@@ -1005,12 +1005,6 @@ public final class RestManager: @unchecked Sendable {
         static let userAgent = "RestManager/2.0"
 
         static func build(_ value: Request, snapshot: Snapshot) throws -> URLRequest {
-            var value = value
-            // Files added by URL, when only inspected (`makeURLRequest`): read into the body.
-            for index in value.files.indices {
-                guard let file = value.files[index].fileURL else { continue }
-                do { value.files[index].data = try Data(contentsOf: file) } catch { try FileStream.check(file); throw FileStream.failure(file, "\(error)") }
-            }
             let timeout = value.timeoutInterval ?? snapshot.timeout
             guard timeout > 0, timeout.isFinite else { throw CustomError.invalidTimeout(timeout) }
             let method = value.method
@@ -1050,7 +1044,13 @@ public final class RestManager: @unchecked Sendable {
             if !snapshot.files.isEmpty || (kind.isMultipart && snapshot.bodyParameters.totalItems() > 0) {
                 var multipart = MultipartBody()
                 for (name, value) in snapshot.bodyParameters.orderedPairs { multipart.addField(name: name, value: value) }
-                multipart.parts += snapshot.files
+                // Files added by URL are read into the body only when inspected (`makeURLRequest`): `perform` streams them.
+                multipart.parts += try snapshot.files.map { part in
+                    guard let file = part.fileURL else { return part }
+                    var loaded = part
+                    do { loaded.data = try Data(contentsOf: file) } catch { try FileStream.check(file); throw FileStream.failure(file, "\(error)") }
+                    return loaded
+                }
                 headers.add(value: multipart.contentType, forKey: "Content-Type")
                 return multipart.encoded()
             }
@@ -1531,7 +1531,7 @@ public final class RestManager: @unchecked Sendable {
         func start() {
             // A billion seconds is "never", and keeps the arithmetic in range.
             guard startTimer(after: min(settings.timeout, 1e9), { [weak self] in self?.deadlinePassed() }) else { return }
-            if transfer.report != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress(final: false) } }
+            if transfer.report != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
             beginAttempt()
         }
 
@@ -1713,7 +1713,7 @@ public final class RestManager: @unchecked Sendable {
             if let failure { finish(Results(withError: CustomError.wrap(failure))) }
         }
 
-        func reportProgress(final: Bool) { lock.withLock { reportProgressLocked(final: final) } }
+        func reportProgress() { lock.withLock { reportProgressLocked(final: false) } }
         /// Reports the figure when it has moved forward; with the lock held, so reports stay in order.
         private func reportProgressLocked(final: Bool) {
             guard let report = transfer.report, final || !finished else { return }

@@ -23,8 +23,7 @@ extension Client {
 
     /// Downloads through the library's resumable path; errors become exit codes.
     func download(_ url: URL, to destination: URL, quiet: Bool) async throws -> URL {
-        rest.requestHttpHeaders = RestManager.RestEntity()
-        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        sendOnlyTheAPIKey()
         if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
         rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
         let bar = ProgressBar(quiet: quiet)
@@ -45,9 +44,7 @@ extension Client {
         guard let method = RestManager.HttpMethod(rawValue: methodName.lowercased()), [.post, .put, .patch].contains(method) else {
             throw UsageError(message: "--method must be POST, PUT or PATCH, not '\(methodName)'", command: "upload")
         }
-        rest.clearParameters()
-        rest.requestHttpHeaders = RestManager.RestEntity()
-        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        sendOnlyTheAPIKey()
         if let type = invocation.options["--content-type"] { rest.requestHttpHeaders.add(value: type, forKey: "Content-Type") }
         rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
         let bar = ProgressBar(quiet: invocation.flags.contains("--quiet"))
@@ -57,6 +54,13 @@ extension Client {
         Output.line("HTTP \(results.statusCode ?? 0)")
         if let body = results.data, !body.isEmpty { Output.raw(body) }
         if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
+    }
+
+    /// A transfer sends the API key and nothing left over from an earlier call.
+    private func sendOnlyTheAPIKey() {
+        rest.clearParameters()
+        rest.requestHttpHeaders = RestManager.RestEntity()
+        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
     }
 
     /// An absolute http(s) URL, or a path starting with "/" on the API's base URL (the mock's with --offline).

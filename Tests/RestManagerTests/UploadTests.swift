@@ -137,26 +137,23 @@ final class UploadTests: MockServerTestCase {
             """)
         XCTAssertEqual(echo.header("Content-Length"), "\(echo.bodyData.count)")
         // The assembled body lives in a temporary file only while the call does.
-        let leftovers = XCTNSPredicateExpectation(predicate: NSPredicate { _, _ in
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
-            return !names.contains { $0.hasPrefix("RestManager-") && $0.hasSuffix(".multipart") }
-        }, object: nil)
+        let leftovers = XCTNSPredicateExpectation(predicate: NSPredicate { _, _ in Self.temporaryMultipartFiles().isEmpty }, object: nil)
         wait(for: [leftovers], timeout: 10)
     }
 
-    private func temporaryMultipartFiles() -> Set<String> {
+    private static func temporaryMultipartFiles() -> Set<String> {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
         return Set(names.filter { $0.hasPrefix("RestManager-") && $0.hasSuffix(".multipart") })
     }
 
     /// The body lives in a temporary file while the call runs (the server answers after a second).
     func testTheMultipartBodyIsStreamedFromATemporaryFileDuringTheCall() throws {
-        let before = temporaryMultipartFiles()
+        let before = Self.temporaryMultipartFiles()
         rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
         let done = expectation(description: "answered")
         rest.makeRequest(toURL: url("/_test/delay?seconds=1"), withHttpMethod: .post) { _ in done.fulfill() }
         XCTAssertTrue(server.waitForRequests(1))
-        XCTAssertEqual(temporaryMultipartFiles().subtracting(before).count, 1)
+        XCTAssertEqual(Self.temporaryMultipartFiles().subtracting(before).count, 1)
         wait(for: [done], timeout: 10)
     }
 
