@@ -30,7 +30,7 @@ final class CancellationTests: MockServerTestCase {
         let started = Date()
         handle.cancel()
         wait(for: [done], timeout: 5)
-        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3, "not at the 10 s deadline")
         XCTAssertTrue(cancelled(box.value))
         XCTAssertEqual(box.count, 1)
         // The network call ends too: the server sees the connection close (not at the 10 s deadline).

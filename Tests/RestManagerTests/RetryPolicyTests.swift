@@ -53,7 +53,7 @@ final class RetryPolicyTests: MockServerTestCase {
         XCTAssertEqual(times.count, 2)
         let gap = times[1].timeIntervalSince(times[0])
         XCTAssertGreaterThanOrEqual(gap, 1.0)
-        XCTAssertLessThan(gap, 1.1, "Retry-After: 1 waited \(gap) s")
+        XCTAssertLessThan(gap, 1.5, "Retry-After: 1 waited \(gap) s")
     }
 
     func testRetryAfterAsAnHTTPDateAndOneLongerThanTheMaximumDelay() throws {
@@ -66,7 +66,7 @@ final class RetryPolicyTests: MockServerTestCase {
         server.enqueue(MockServer.Response(status: 503, headers: [("Retry-After", "60")]))
         let started = Date()
         XCTAssertEqual(send(.get, "/x").statusCode, 503, "a Retry-After beyond maximumDelay is delivered, not waited for")
-        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
         XCTAssertEqual(server.receivedRequests.count, 1)
     }
 
@@ -86,7 +86,7 @@ final class RetryPolicyTests: MockServerTestCase {
         let started = Date()
         let results = send(.get, "/x")
         XCTAssertEqual(results.statusCode, 503, "the 503, not a timeout")
-        XCTAssertLessThan(Date().timeIntervalSince(started), 0.5)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 0.9, "before the 1 s deadline")
     }
 
     func testTheDeadlineCoversEveryAttempt() {
@@ -100,7 +100,7 @@ final class RetryPolicyTests: MockServerTestCase {
         let started = Date()
         let results = send(.get, "/slow")
         let elapsed = Date().timeIntervalSince(started)
-        XCTAssertLessThan(elapsed, 1.0)
+        XCTAssertLessThan(elapsed, 2, "ten attempts would take 3 s")
         if case .timedOut? = results.error as? RestManager.CustomError {} else { XCTAssertEqual(results.statusCode, 503) }
     }
 
