@@ -134,7 +134,7 @@ final class MockServerHTTPTests: MockServerTestCase {
         XCTAssertTrue(text.isEmpty && closed)
         connection = try client()
         connection.send("GET /_test/wrong-length HTTP/1.1\r\nHost: x\r\n\r\n")
-        (text, closed) = connection.readUntilClosed(timeout: 1)
+        (text, closed) = connection.readUntilClosed(timeout: 0.3)
         XCTAssertTrue(text.contains("Content-Length: 100\r\n") && text.hasSuffix("only ten!\n") && !closed)
     }
 }
