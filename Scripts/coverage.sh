@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 minimum=90
 mkdir -p .build-coverage
 swift test --enable-code-coverage --scratch-path .build-coverage >.build-coverage/test.log 2>&1 || {
-  echo "tests failed under coverage:"; grep -E "error: |: error|failed \(|Fatal error" .build-coverage/test.log | head -40; exit 1; }
+  echo "tests failed under coverage:"; bash Scripts/failures.sh .build-coverage/test.log; exit 1; }
 binary=.build-coverage/debug/RestManagerPackageTests.xctest
 profile=.build-coverage/debug/codecov/default.profdata
 # The toolchain's own llvm-cov: another LLVM on the PATH cannot read this profile format.
