@@ -134,7 +134,7 @@ final class ThreadSafetyTests: MockServerTestCase {
         }
         wait(for: [timedOut, answered], timeout: 30)
         XCTAssertEqual(Set(outcomes.all), ["timed out", "answered 200"])
-        XCTAssertLessThan(Date().timeIntervalSince(started), 1.5, "nothing waited for a global queue's thread")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "nothing waited for a global queue's thread")
     }
 
     /// De-duplicated callers share one answer; their completions must not run one after another on

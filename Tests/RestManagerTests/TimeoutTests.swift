@@ -13,7 +13,7 @@ final class TimeoutTests: MockServerTestCase {
         }
         XCTAssertEqual(after, 0.5)
         XCTAssertGreaterThanOrEqual(elapsed, 0.45)
-        XCTAssertLessThan(elapsed, 2)
+        XCTAssertLessThan(elapsed, 2.5, "the answer comes at 3 s")
     }
 
     func testASubSecondTimeoutDoesNotFireEarly() {
