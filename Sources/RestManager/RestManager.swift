@@ -50,76 +50,101 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// A raw body, sent as is when `httpBodyParameters` is empty and no file was added. Never sent with GET or HEAD.
-    public var httpBody: Data? { get { withState { $0.body } } set { withState { $0.body = newValue } } }
+    public var httpBody: Data? {
+        get { withState { $0.body } }
+        set { withState { $0.body = newValue } }
+    }
+
     /// The longest a whole request may take, redirects included, in seconds (default 60).
     /// Enforced by the library itself, so 0.5 means half a second on Linux too.
-    public var timeoutInterval: TimeInterval { get { withState { $0.timeout } } set { withState { $0.timeout = newValue } } }
+    public var timeoutInterval: TimeInterval {
+        get { withState { $0.timeout } }
+        set { withState { $0.timeout = newValue } }
+    }
+
     /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos: .userInitiated)`).
     ///
     /// As with URLSession, a completion that blocks holds a thread of this queue: one that waits for another request
     /// should use a queue of its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
-    public var callbackQueue: DispatchQueue { get { withState { $0.callbackQueue } } set { withState { $0.callbackQueue = newValue } } }
+    public var callbackQueue: DispatchQueue {
+        get { withState { $0.callbackQueue } }
+        set { withState { $0.callbackQueue = newValue } }
+    }
 
     /// Whether redirects are followed (default `true`). When `false`, the 3xx answer is delivered.
-    public var followsRedirects: Bool { get { withState { $0.followsRedirects } } set { withState { $0.followsRedirects = newValue } } }
+    public var followsRedirects: Bool {
+        get { withState { $0.followsRedirects } }
+        set { withState { $0.followsRedirects = newValue } }
+    }
 
     /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10);
     /// a redirect loop ends the same way once it has used them up.
-    public var maximumRedirects: Int { get { withState { $0.maximumRedirects } } set { withState { $0.maximumRedirects = newValue } } }
+    public var maximumRedirects: Int {
+        get { withState { $0.maximumRedirects } }
+        set { withState { $0.maximumRedirects = newValue } }
+    }
 
     /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit).
     ///
     /// Counted as the body arrives, after decompression: past the limit the transfer stops and the call fails with
     /// `CustomError.responseTooLarge`. Applies to every in-memory call (not to `download`).
-    public var maximumResponseSize: Int? { get { withState { $0.maximumResponseSize } } set { withState { $0.maximumResponseSize = newValue } } }
+    public var maximumResponseSize: Int? {
+        get { withState { $0.maximumResponseSize } }
+        set { withState { $0.maximumResponseSize = newValue } }
+    }
 
     /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one network call; every
     /// caller still gets its own completion, and the first caller's timeout. Never applies to other methods.
-    public var deduplicatesRequests: Bool { get { withState { $0.deduplicates } } set { withState { $0.deduplicates = newValue } } }
+    public var deduplicatesRequests: Bool {
+        get { withState { $0.deduplicates } }
+        set { withState { $0.deduplicates = newValue } }
+    }
+
     /// What relative request URLs are resolved against, joined with exactly one "/": base `https://h/api` or
     /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`.
-    public var baseURL: URL? { get { withState { $0.baseURL } } set { withState { $0.baseURL = newValue } } }
+    public var baseURL: URL? {
+        get { withState { $0.baseURL } }
+        set { withState { $0.baseURL = newValue } }
+    }
+
     /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before
     /// it expires and after a 401 (once for any number of concurrent 401s). Default nil.
-    public var authenticator: Authenticator? { get { withState { $0.authenticator } } set { withState { $0.authenticator = newValue } } }
+    public var authenticator: Authenticator? {
+        get { withState { $0.authenticator } }
+        set { withState { $0.authenticator = newValue } }
+    }
 
     /// When and how failed requests are tried again (default nil: never).
-    public var retryPolicy: RetryPolicy? { get { withState { $0.retryPolicy } } set { withState { $0.retryPolicy = newValue } } }
-    /// Told of every attempt, retry, credential refresh and finished call, on no particular queue
-    /// (keep it quick; it must not wait for this manager's requests).
-    /// ```swift
-    /// rest.eventHandler = { event in print(event) }  // one line each, secrets redacted
-    /// ```
-    public var eventHandler: (@Sendable (Event) -> Void)? { get { withState { $0.eventHandler } } set { withState { $0.eventHandler = newValue } } }
+    public var retryPolicy: RetryPolicy? {
+        get { withState { $0.retryPolicy } }
+        set { withState { $0.retryPolicy = newValue } }
+    }
+
+    /// Told of every attempt, retry, credential refresh and finished call, on no particular queue (keep it quick; it must
+    /// not wait for this manager's requests): `rest.eventHandler = { print($0) }` logs one line each, secrets redacted.
+    public var eventHandler: (@Sendable (Event) -> Void)? {
+        get { withState { $0.eventHandler } }
+        set { withState { $0.eventHandler = newValue } }
+    }
 
     /// Creates a manager with its own long-lived URLSession (no cookies, no cache, nothing on disk).
     /// - Parameter maximumConnectionsPerHost: how many connections to one host may be open at once.
-    public init(maximumConnectionsPerHost: Int = 6) {
-        transport = Transport(configuration: Transport.leanConfiguration(maximumConnectionsPerHost: maximumConnectionsPerHost))
+    public convenience init(maximumConnectionsPerHost: Int = 6) {
+        self.init(configuration: Transport.leanConfiguration(maximumConnectionsPerHost: maximumConnectionsPerHost))
     }
 
-    /// Creates a manager on a session with `configuration`, used as given: for `URLProtocol`
-    /// stubs, proxies, connectivity settings or a cookie store of your own.
-    /// ```swift
-    /// let configuration = URLSessionConfiguration.ephemeral
-    /// configuration.protocolClasses = [MyStubProtocol.self]
-    /// let rest = RestManager(configuration: configuration)
-    /// ```
-    public convenience init(configuration: URLSessionConfiguration) { self.init(transport: Transport(configuration: configuration)) }
+    /// Creates a manager on a session with `configuration`, used as given: for `URLProtocol` stubs
+    /// (`configuration.protocolClasses = [MyStubProtocol.self]`), proxies or a cookie store of your own.
+    public init(configuration: URLSessionConfiguration) { transport = Transport(configuration: configuration) }
 
-    private init(transport: Transport) { self.transport = transport }
     /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files.
     /// Headers are kept: they usually describe the API rather than one request.
     public func clearParameters() { withState { ($0.query, $0.bodyParameters, $0.body, $0.files) = (RestEntity(), RestEntity(), nil, []) } }
 
-    /// Adds a file to send as `multipart/form-data`, together with `httpBodyParameters` as text fields.
-    /// ```swift
-    /// rest.addFile(jpegData, fieldName: "avatar", fileName: "me.jpg", mimeType: "image/jpeg")
-    /// rest.makeRequest(toURL: uploadURL, withHttpMethod: .post) { results in … }
-    /// ```
+    /// Adds a file to send as `multipart/form-data` with the next requests, with `httpBodyParameters` as text fields:
+    /// `rest.addFile(jpegData, fieldName: "avatar", fileName: "me.jpg", mimeType: "image/jpeg")`.
     public func addFile(_ data: Data, fieldName: String, fileName: String, mimeType: String) {
-        let part = MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)
-        withState { $0.files.append(part) }
+        withState { $0.files.append(MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)) }
     }
 
     /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is already set.
@@ -142,8 +167,10 @@ public final class RestManager: @unchecked Sendable {
     ///   - completion: receives data, response and error; an HTTP error status is not an `error`.
     /// - Returns: a handle whose `cancel()` ends the request with `CustomError.cancelled`.
     @discardableResult
-    public func makeRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil,
-                            completion: @escaping @Sendable (_ result: Results) -> Void) -> RequestHandle {
+    public func makeRequest(
+        toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil,
+        completion: @escaping @Sendable (_ result: Results) -> Void
+    ) -> RequestHandle {
         let snapshot = withState { $0 }
         var request = snapshot.tutorialRequest(httpMethod, url: url)
         request.timeoutInterval = timeoutInterval
@@ -162,7 +189,7 @@ public final class RestManager: @unchecked Sendable {
     public func loadData(fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
         let snapshot = withState { $0.forPlainDownload() }
         return perform(Request(.get, url: url), snapshot: snapshot) { results in
-            completion(Result { try results.validate(); return results.data ?? Data() }.mapError(CustomError.wrap))
+            completion(results.validated(results.data ?? Data()))
         }
     }
 
@@ -191,9 +218,10 @@ public final class RestManager: @unchecked Sendable {
     /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
     /// ```
     /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
-    public func request<Value: Decodable>(_ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
-                                          decoder: JSONDecoder = JSONDecoder(),
-                                          timeoutInterval: TimeInterval? = nil) async throws -> Value {
+    public func request<Value: Decodable>(
+        _ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
+        decoder: JSONDecoder = JSONDecoder(), timeoutInterval: TimeInterval? = nil
+    ) async throws -> Value {
         let results = await makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval)
         try results.validate()
         return try results.decode(type, using: decoder)
@@ -236,8 +264,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
     /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
-    public func request<Value: Decodable>(_ type: Value.Type = Value.self, for request: Request,
-                                          decoder: JSONDecoder = JSONDecoder()) async throws -> Value {
+    public func request<Value: Decodable>(
+        _ type: Value.Type = Value.self, for request: Request, decoder: JSONDecoder = JSONDecoder()
+    ) async throws -> Value {
         let results = await makeRequest(request)
         try results.validate()
         return try results.decode(type, using: decoder)
@@ -251,24 +280,24 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: transfers
 
-    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers
-    /// and credential; not its query or body). Calls `completion` once, on `callbackQueue`.
+    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers and credential;
+    /// not its query or body) and calls `completion` once, on `callbackQueue`.
     ///
-    /// The bytes go to `<destination>.part` as they arrive; `destination` appears (one atomic rename) only when the
-    /// transfer is complete with a 2xx status; a non-2xx answer is `.unacceptableStatusCode` with its first 64 KiB.
-    /// An interrupted download leaves its `.part` file, which the next call to the same destination resumes with
-    /// `Range` and `If-Range` (starting over when the server's file changed).
+    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx is
+    /// `.unacceptableStatusCode` with its first 64 KiB). The next call to the same destination resumes an interrupted
+    /// `.part` with `Range` and `If-Range`, or starts over when the server's file changed.
     /// ```swift
-    /// rest.download(fromURL: videoURL, to: moviesFolder.appendingPathComponent("talk.mp4"),
-    ///               progress: { print(Int(($0.fractionCompleted ?? 0) * 100), "%") }) { result in … }
+    /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
     /// ```
     @discardableResult
-    public func download(fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil,
-                         completion: @escaping @Sendable (Result<URL, CustomError>) -> Void) -> RequestHandle {
+    public func download(
+        fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<URL, CustomError>) -> Void
+    ) -> RequestHandle {
         var request = Request(.get, url: url)
         request.destination = destination
         return perform(request, snapshot: withState { $0 }, progress: progress) { results in
-            completion(Result { try results.validate(); return destination }.mapError(CustomError.wrap))
+            completion(results.validated(destination))
         }
     }
 
@@ -283,17 +312,19 @@ public final class RestManager: @unchecked Sendable {
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
     /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file fails with `.fileAccessFailed`.
     @discardableResult
-    public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
-                       progress: (@Sendable (TransferProgress) -> Void)? = nil,
-                       completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
+    public func upload(
+        fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Results) -> Void
+    ) -> RequestHandle {
         var request = Request(httpMethod, url: url)
         request.bodyFile = fileURL
         return perform(request, snapshot: withState { $0 }, progress: progress, completion: completion)
     }
 
     /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
-    public func upload(fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post,
-                       progress: (@Sendable (TransferProgress) -> Void)? = nil) async -> Results {
+    public func upload(
+        fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post, progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
             self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: $0)
         }
@@ -312,7 +343,6 @@ public final class RestManager: @unchecked Sendable {
     /// HTTP methods. The raw values are the tutorial's; `name` is what goes on the wire.
     public enum HttpMethod: String, Sendable, CaseIterable {
         case get, post, put, patch, delete, head, options
-
         /// The method as sent: upper-case (Foundation on Linux sends others verbatim).
         public var name: String { rawValue.uppercased() }
     }
@@ -347,31 +377,14 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies
-        /// send every pair in order; a header sends the values joined with ", ".
-        /// ```swift
-        /// rest.urlQueryParameters.append(value: "a", forKey: "tag")
-        /// rest.urlQueryParameters.append(value: "b", forKey: "tag") // ?tag=a&tag=b
-        /// ```
+        /// send every pair in order (`tag=a&tag=b`); a header sends the values joined with ", ".
         public mutating func append(value: String, forKey key: String) { entries.append(Entry(key: key, value: value, normalized: normalize(key))) }
-
         /// The first value stored for `key`, or nil.
-        public func value(forKey key: String) -> String? {
-            let normalized = normalize(key)
-            return entries.first { $0.normalized == normalized }?.value
-        }
-
+        public func value(forKey key: String) -> String? { entries.first(where: matching(key))?.value }
         /// Every value stored for `key`, in order.
-        public func values(forKey key: String) -> [String] {
-            let normalized = normalize(key)
-            return entries.filter { $0.normalized == normalized }.map(\.value)
-        }
-
+        public func values(forKey key: String) -> [String] { entries.filter(matching(key)).map(\.value) }
         /// Removes every value stored for `key`.
-        public mutating func removeValue(forKey key: String) {
-            let normalized = normalize(key)
-            entries.removeAll { $0.normalized == normalized }
-        }
-
+        public mutating func removeValue(forKey key: String) { entries.removeAll(where: matching(key)) }
         /// Removes every value.
         public mutating func removeAll() { entries = [] }
         /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order);
@@ -416,12 +429,11 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func normalize(_ key: String) -> String { keysIgnoreCase ? key.lowercased() : key }
+        private func matching(_ key: String) -> (Entry) -> Bool { { [normalized = normalize(key)] in $0.normalized == normalized } }
 
         private func joined(encoding allowed: [Bool], spaceAsPlus: Bool) -> String {
-            entries.map {
-                Encoding.percentEncode($0.key, allowed: allowed, spaceAsPlus: spaceAsPlus) + "=" +
-                    Encoding.percentEncode($0.value, allowed: allowed, spaceAsPlus: spaceAsPlus)
-            }.joined(separator: "&")
+            let encode = { Encoding.percentEncode($0, allowed: allowed, spaceAsPlus: spaceAsPlus) }
+            return entries.map { encode($0.key) + "=" + encode($0.value) }.joined(separator: "&")
         }
     }
 
@@ -435,7 +447,10 @@ public final class RestManager: @unchecked Sendable {
         public var httpStatusCode: Int = 0
         /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform. Read when first asked
         /// for (copies share that work): reading every header is a measurable part of a small request.
-        public var headers: RestEntity { get { replacedHeaders ?? responseHeaders.entity } set { replacedHeaders = newValue } }
+        public var headers: RestEntity {
+            get { replacedHeaders ?? responseHeaders.entity }
+            set { replacedHeaders = newValue }
+        }
 
         private var replacedHeaders: RestEntity?
         private let responseHeaders: ResponseHeaders
@@ -452,18 +467,18 @@ public final class RestManager: @unchecked Sendable {
     final class ResponseHeaders: Sendable {
         private let response: HTTPURLResponse?
         private let built = Locked<RestEntity?>(nil)
-
         init(_ response: HTTPURLResponse?) { self.response = response }
 
         var entity: RestEntity {
             built.withLock { built in
-                if built == nil {
-                    var headers = RestEntity(ignoringKeyCase: true)
-                    // Values are strings; interpolating them would go through `print` machinery.
-                    for case let (name as String, value) in response?.allHeaderFields ?? [:] { headers.add(value: value as? String ?? "\(value)", forKey: name) }
-                    built = headers
+                if let built { return built }
+                var headers = RestEntity(ignoringKeyCase: true)
+                // Values are strings; interpolating them would go through `print` machinery.
+                for case let (name as String, value) in response?.allHeaderFields ?? [:] {
+                    headers.add(value: value as? String ?? "\(value)", forKey: name)
                 }
-                return built ?? RestEntity()
+                built = headers
+                return headers
             }
         }
     }
@@ -478,7 +493,6 @@ public final class RestManager: @unchecked Sendable {
         public var error: Error?
         /// Creates results from an answer.
         public init(withData data: Data?, response: Response?, error: Error?) { (self.data, self.response, self.error) = (data, response, error) }
-
         /// Creates results for a request that produced no answer.
         public init(withError error: Error) { self.error = error }
         /// The HTTP status code, if an answer arrived.
@@ -491,6 +505,11 @@ public final class RestManager: @unchecked Sendable {
             guard let statusCode, (200..<300).contains(statusCode) else {
                 throw CustomError.unacceptableStatusCode(statusCode ?? 0, body: data ?? Data())
             }
+        }
+
+        /// `value` after a 2xx answer, else what `validate()` throws.
+        func validated<Value>(_ value: Value) -> Result<Value, CustomError> {
+            do { try validate(); return .success(value) } catch { return .failure(CustomError.wrap(error)) }
         }
 
         /// Decodes the body as `type` (whatever the status: error bodies decode too).
@@ -522,7 +541,6 @@ public final class RestManager: @unchecked Sendable {
         public var totalBytes: Int64?
         /// A figure.
         public init(completedBytes: Int64, totalBytes: Int64?) { (self.completedBytes, self.totalBytes) = (completedBytes, totalBytes) }
-
         /// From 0 to 1, or nil when the size is not known (1 for an empty transfer).
         public var fractionCompleted: Double? { totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 } }
     }
@@ -569,28 +587,25 @@ public final class RestManager: @unchecked Sendable {
         /// A sentence saying what went wrong.
         public var errorDescription: String? {
             switch self {
-            case .failedToCreateRequest: return "Unable to create the URLRequest object."
-            case let .invalidURL(url, reason): return "Invalid URL '\(Redaction.url(url))': \(reason)."
-            case let .invalidHeader(name, reason): return "Invalid request header '\(Encoding.printable(name))': \(reason)."
-            case let .invalidTimeout(seconds): return "Invalid timeout \(seconds): it must be a positive number of seconds."
-            case let .bodyEncodingFailed(reason): return "The request body could not be encoded: \(reason)."
-            case let .timedOut(url, seconds):
-                return "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s."
-            case let .tooManyRedirects(url, limit):
-                return "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
-            case .cancelled: return "The request was cancelled."
-            case let .transport(error): return "Network error \(error.code.rawValue): \(error.localizedDescription)"
-            case .invalidResponse: return "The server's answer was not an HTTP response."
-            case let .unacceptableStatusCode(code, body):
-                return "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
-            case let .emptyBody(code): return "The answer (HTTP \(code)) has no body to decode."
-            case let .decodingFailed(error): return "The body could not be decoded: \(error)."
+            case .failedToCreateRequest: "Unable to create the URLRequest object."
+            case let .invalidURL(url, reason): "Invalid URL '\(Redaction.url(url))': \(reason)."
+            case let .invalidHeader(name, reason): "Invalid request header '\(Encoding.printable(name))': \(reason)."
+            case let .invalidTimeout(seconds): "Invalid timeout \(seconds): it must be a positive number of seconds."
+            case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
+            case let .timedOut(url, seconds): "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s."
+            case let .tooManyRedirects(url, limit): "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
+            case .cancelled: "The request was cancelled."
+            case let .transport(error): "Network error \(error.code.rawValue): \(error.localizedDescription)"
+            case .invalidResponse: "The server's answer was not an HTTP response."
+            case let .unacceptableStatusCode(code, body): "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
+            case let .emptyBody(code): "The answer (HTTP \(code)) has no body to decode."
+            case let .decodingFailed(error): "The body could not be decoded: \(error)."
             case let .responseTooLarge(limit):
-                return "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it."
-            case let .authenticationFailed(reason): return "Authentication failed: \(reason)."
-            case let .fileAccessFailed(url, reason): return "The file '\(url.path)' cannot be used: \(reason)."
+                "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it."
+            case let .authenticationFailed(reason): "Authentication failed: \(reason)."
+            case let .fileAccessFailed(url, reason): "The file '\(url.path)' cannot be used: \(reason)."
             case let .unexpectedRedirect(url):
-                return "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
+                "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
             }
         }
 
@@ -613,9 +628,7 @@ public final class RestManager: @unchecked Sendable {
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
-
         init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) { (self.queue, self.completion) = (queue, completion) }
-
         /// Whether `cancel()` ended this request.
         public var isCancelled: Bool { lock.withLock { wasCancelled } }
         /// Cancels the request. Does nothing after completion. Safe from any thread.
@@ -632,11 +645,10 @@ public final class RestManager: @unchecked Sendable {
         /// Calls the completion on its queue if it has not been called yet; returns whether it did.
         @discardableResult
         func deliver(_ results: Results) -> Bool {
-            guard let completion = lock.withLock({ () -> (@Sendable (Results) -> Void)? in
-                defer { self.completion = nil }
-                return self.completion
-            }) else { return false }
-            queue.async { completion(results) }
+            var taken: (@Sendable (Results) -> Void)?
+            lock.withLock { swap(&taken, &completion) }
+            guard let taken else { return false }
+            queue.async { taken(results) }
             return true
         }
 
@@ -714,7 +726,7 @@ public final class RestManager: @unchecked Sendable {
             let output = try FileStream(writingTo: file, append: false)
             defer { output.close() }
             for part in parts {
-                try output.write(head(of: part))
+                try output.write(head(of: part) + part.data)  // no data in a file part: its bytes come from its file
                 if let source = part.fileURL {
                     try FileStream.check(source)
                     guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
@@ -722,7 +734,7 @@ public final class RestManager: @unchecked Sendable {
                     var buffer = [UInt8](repeating: 0, count: 1 << 20)
                     while case let count = fread(&buffer, 1, buffer.count, input), count > 0 { try output.write(Data(buffer[..<count])) }
                     guard ferror(input) == 0 else { throw FileStream.failure(source, "it cannot be read") }
-                } else { try output.write(part.data) }
+                }
                 try output.write(Data("\r\n".utf8))
             }
             try output.write(Data("--\(boundary)--\r\n".utf8))
@@ -734,14 +746,9 @@ public final class RestManager: @unchecked Sendable {
     /// One request as a value: what a service builds and a manager sends, so that callers sharing
     /// one manager (one connection pool) never see each other's parameters.
     /// ```swift
-    /// enum UsersEndpoint {
-    ///     static func page(_ number: Int) -> RestManager.Request {
-    ///         var request = RestManager.Request(url: URL(string: "users")!)
-    ///         request.queryParameters.add(value: String(number), forKey: "page")
-    ///         return request
-    ///     }
-    /// }
-    /// let page = try await rest.request(UserPage.self, for: UsersEndpoint.page(2))
+    /// var request = RestManager.Request(url: URL(string: "users")!)  // relative to the manager's baseURL
+    /// request.queryParameters.add(value: "2", forKey: "page")
+    /// let page = try await rest.request(UserPage.self, for: request)
     /// ```
     public struct Request: Sendable {
         /// The method; sent upper-case.
@@ -749,10 +756,7 @@ public final class RestManager: @unchecked Sendable {
         /// An absolute http(s) URL, or one relative to the manager's `baseURL`.
         public var url: URL
         /// Headers sent after the manager's; one of the same name wins. Lookups ignore case.
-        public var headers: RestEntity {
-            get { headerEntity }
-            set { headerEntity = newValue.ignoringKeyCase() }
-        }
+        public var headers = RestEntity(ignoringKeyCase: true) { didSet { headers = headers.ignoringKeyCase() } }
         /// Query parameters, percent-encoded and appended to `url`.
         public var queryParameters = RestEntity()
         /// Body fields, encoded by `Content-Type` as the manager's `httpBodyParameters` are.
@@ -766,7 +770,6 @@ public final class RestManager: @unchecked Sendable {
         var bodyFile: URL?
         /// Where a download goes.
         var destination: URL?
-        private var headerEntity = RestEntity(ignoringKeyCase: true)
         /// A request with no headers, parameters or body.
         public init(_ method: HttpMethod = .get, url: URL) { (self.method, self.url) = (method, url) }
 
@@ -774,7 +777,7 @@ public final class RestManager: @unchecked Sendable {
         /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
         public mutating func setBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
             body = try Encoding.json(value, encoder: encoder)
-            Encoding.setJSONContentType(&headerEntity)
+            Encoding.setJSONContentType(&headers)
         }
 
         /// Adds a file, sent as `multipart/form-data` with `bodyParameters` as text fields.
@@ -801,7 +804,6 @@ public final class RestManager: @unchecked Sendable {
             public var expiresAt: Date?
             /// A credential.
             public init(accessToken: String, expiresAt: Date? = nil) { (self.accessToken, self.expiresAt) = (accessToken, expiresAt) }
-
             var expiresSoon: Bool { expiresAt.map { $0.timeIntervalSinceNow < 30 } ?? false }
         }
 
@@ -809,7 +811,8 @@ public final class RestManager: @unchecked Sendable {
         private var stored: Credential?
         private let refresh: @Sendable (_ rejected: Credential?) async throws -> Credential
         /// Callers waiting for the refresh under way; nil when none runs.
-        private var waiting: [@Sendable (Result<Credential, Error>) -> Void]?
+        private var waiting: [Completion]?
+        typealias Completion = @Sendable (Result<Credential, Error>) -> Void
         private var refreshTimes: [Date] = []
         /// Requests made by `refresh` itself (logging in again, say) go without this authenticator.
         @TaskLocal static var isRefreshing = false
@@ -821,7 +824,10 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// The credential sent now: set it after logging in, nil after logging out.
-        public var credential: Credential? { get { lock.withLock { stored } } set { lock.withLock { stored = newValue } } }
+        public var credential: Credential? {
+            get { lock.withLock { stored } }
+            set { lock.withLock { stored = newValue } }
+        }
 
         /// A credential fit to send: the current one, refreshed first when it expires within 30 s.
         func validCredential(onRefresh: @Sendable () -> Void, _ done: @escaping @Sendable (Result<Credential?, Error>) -> Void) {
@@ -832,14 +838,13 @@ public final class RestManager: @unchecked Sendable {
 
         /// After a 401 to a request that carried `token`: the current credential when it is newer,
         /// else a refreshed one (joining a refresh under way).
-        func credential(replacing token: String?, onRefresh: @Sendable () -> Void, _ done: @escaping @Sendable (Result<Credential, Error>) -> Void) {
+        func credential(replacing token: String?, onRefresh: @Sendable () -> Void, _ done: @escaping Completion) {
             let current = lock.withLock { stored }
             if let current, current.accessToken != token { return done(.success(current)) }
             refreshRejecting(current, onRefresh: onRefresh, done)
         }
 
-        private func refreshRejecting(_ rejected: Credential?, onRefresh: @Sendable () -> Void,
-                                      _ done: @escaping @Sendable (Result<Credential, Error>) -> Void) {
+        private func refreshRejecting(_ rejected: Credential?, onRefresh: @Sendable () -> Void, _ done: @escaping Completion) {
             enum Start { case joined, tooMany, started }
             let start = lock.withLock { () -> Start in
                 if waiting != nil {
@@ -864,7 +869,7 @@ public final class RestManager: @unchecked Sendable {
                 do { result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) }) } catch {
                     result = .failure(CustomError.authenticationFailed(reason: "the credential refresh failed: \(error.localizedDescription)"))
                 }
-                let callers = lock.withLock { () -> [@Sendable (Result<Credential, Error>) -> Void] in
+                let callers = lock.withLock { () -> [Completion] in
                     if case .success(let credential) = result { stored = credential }
                     defer { waiting = nil }
                     return waiting ?? []
@@ -877,10 +882,7 @@ public final class RestManager: @unchecked Sendable {
     // MARK: - Nested types: RetryPolicy
 
     /// When to try a request again: which methods, on which statuses and network errors, after what
-    /// delay. All attempts share the call's one deadline.
-    /// ```swift
-    /// rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)
-    /// ```
+    /// delay (`rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)`). All attempts share the call's one deadline.
     public struct RetryPolicy: Sendable {
         /// Retries after the first attempt (default 2).
         public var maximumRetries: Int
@@ -893,17 +895,20 @@ public final class RestManager: @unchecked Sendable {
         /// Methods that may be sent twice (default the idempotent GET, HEAD, PUT, DELETE, OPTIONS).
         public var retryableMethods: Set<HttpMethod>
         /// A policy; the defaults are the common ones (Alamofire's, plus 429).
-        public init(maximumRetries: Int = 2, initialDelay: TimeInterval = 0.5, maximumDelay: TimeInterval = 30,
-                    retryableStatusCodes: Set<Int> = [408, 429, 500, 502, 503, 504],
-                    retryableMethods: Set<HttpMethod> = [.get, .head, .put, .delete, .options]) {
+        public init(
+            maximumRetries: Int = 2, initialDelay: TimeInterval = 0.5, maximumDelay: TimeInterval = 30,
+            retryableStatusCodes: Set<Int> = [408, 429, 500, 502, 503, 504],
+            retryableMethods: Set<HttpMethod> = [.get, .head, .put, .delete, .options]
+        ) {
             (self.maximumRetries, self.initialDelay, self.maximumDelay) = (maximumRetries, initialDelay, maximumDelay)
             (self.retryableStatusCodes, self.retryableMethods) = (retryableStatusCodes, retryableMethods)
         }
 
         /// Network errors after which the request may not have reached the server, or its
         /// connection broke (Linux reports a body cut short as -1, an empty reply as -1011).
-        static let retryableErrors: Set<URLError.Code> = [.cannotConnectToHost, .networkConnectionLost, .cannotFindHost,
-                                                         .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown]
+        static let retryableErrors: Set<URLError.Code> = [
+            .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown
+        ]
 
         /// The delay before retry number `retry` (from 1) after `results`, and why; nil for no retry.
         func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> (seconds: TimeInterval, reason: String)? {
@@ -1103,22 +1108,26 @@ public final class RestManager: @unchecked Sendable {
         static func urlWithQuery(_ url: URL, query: RestEntity) throws -> URL {
             let text = url.absoluteString
             if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                throw CustomError.invalidURL(Encoding.printable(text), reason: "it contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
+                throw CustomError.invalidURL(
+                    Encoding.printable(text), reason: "it contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
             }
             #if canImport(FoundationNetworking)
             if url.host?.contains(":") == true {
-                throw CustomError.invalidURL(text, reason: "FoundationNetworking cannot connect to IPv6 literal hosts "
-                                                + "(swift-corelibs-foundation #5496, error -1000); use a host name such as localhost")
+                throw CustomError.invalidURL(
+                    text,
+                    reason: "FoundationNetworking cannot connect to IPv6 literal hosts "
+                        + "(swift-corelibs-foundation #5496, error -1000); use a host name such as localhost")
             }
             #endif
             if query.totalItems() == 0, url.fragment == nil, let host = url.host, !host.isEmpty {
-                return url.absoluteURL // nothing to add: skip rebuilding (the common, hot case)
+                return url.absoluteURL  // nothing to add: skip rebuilding (the common, hot case)
             }
             guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-                  let host = components.host, !host.isEmpty else { throw CustomError.invalidURL(text, reason: "it has no host") }
+                let host = components.host, !host.isEmpty
+            else { throw CustomError.invalidURL(text, reason: "it has no host") }
             components.fragment = nil
             if query.totalItems() > 0 {
                 // Only our own encoder's output is assigned: an invalid string here would trap.
@@ -1156,9 +1165,8 @@ public final class RestManager: @unchecked Sendable {
                 parts.append("-H " + Encoding.shellQuoted("\(name): \(shown)"))
             }
             if let body = request.httpBody, !body.isEmpty {
-                if let text = String(data: body, encoding: .utf8), !text.contains("\0") {
-                    parts.append("--data-binary " + Encoding.shellQuoted(text))
-                } else { parts.append("--data-binary @body.bin  # \(body.count) bytes of binary data") }
+                let text = String(data: body, encoding: .utf8).flatMap { $0.contains("\0") ? nil : Encoding.shellQuoted($0) }
+                parts.append("--data-binary " + (text ?? "@body.bin  # \(body.count) bytes of binary data"))
             }
             return parts.joined(separator: " ")
         }
@@ -1181,9 +1189,8 @@ public final class RestManager: @unchecked Sendable {
                 rest = rest[schemeEnd.upperBound...]
                 let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
                 let authority = rest[..<authorityEnd]
-                if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
-                    output += authority[...colon] + "<redacted>" + authority[at...]
-                } else { output += authority }
+                let password = authority.lastIndex(of: "@").flatMap { at in authority[..<at].firstIndex(of: ":").map { $0..<at } }
+                output += password.map { authority[...$0.lowerBound] + "<redacted>" + authority[$0.upperBound...] } ?? authority
                 rest = rest[authorityEnd...]
             }
             guard let question = rest.firstIndex(of: "?") else { return output + rest }
@@ -1225,11 +1232,11 @@ public final class RestManager: @unchecked Sendable {
             var output = [UInt8]()
             output.reserveCapacity(text.utf8.count)
             for byte in text.utf8 {
-                if allowed[Int(byte)] {
-                    output.append(byte)
-                } else if spaceAsPlus && byte == 0x20 {
-                    output.append(UInt8(ascii: "+"))
-                } else { output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]] }
+                switch byte {
+                case _ where allowed[Int(byte)]: output.append(byte)
+                case 0x20 where spaceAsPlus: output.append(UInt8(ascii: "+"))
+                default: output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
+                }
             }
             return String(decoding: output, as: UTF8.self)
         }
@@ -1239,8 +1246,7 @@ public final class RestManager: @unchecked Sendable {
             bytes.append(UInt8(ascii: "\""))
             for byte in text.utf8 {
                 switch byte {
-                case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-                case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), byte]
                 case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
                 case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
                 case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
@@ -1253,20 +1259,14 @@ public final class RestManager: @unchecked Sendable {
 
         /// A multipart parameter value: quotes and line breaks escaped as browsers do.
         static func quotedParameter(_ text: String) -> String {
-            text.replacingOccurrences(of: "\"", with: "%22")
-                .replacingOccurrences(of: "\r", with: "%0D")
-                .replacingOccurrences(of: "\n", with: "%0A")
+            text.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D").replacingOccurrences(of: "\n", with: "%0A")
         }
 
         static func singleLine(_ text: String) -> String { text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ") }
-
         static func shellQuoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         /// Text for an error message, control characters made visible.
         static func printable(_ text: String) -> String {
-            String(text.unicodeScalars.map { scalar -> String in
-                scalar.value < 0x20 || scalar.value == 0x7F
-                    ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
-            }.joined())
+            text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined()
         }
     }
 
@@ -1284,11 +1284,14 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The one core request path: every public call ends here, built and started on the caller's thread as raw URLSession's.
-    private func perform(_ value: Request, snapshot: Snapshot, progress: (@Sendable (TransferProgress) -> Void)? = nil,
-                         completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
+    private func perform(
+        _ value: Request, snapshot: Snapshot, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Results) -> Void
+    ) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
-        (snapshot.maximumRedirects, snapshot.maximumResponseSize) = (max(0, snapshot.maximumRedirects), snapshot.maximumResponseSize.map { max(0, $0) })
+        snapshot.maximumRedirects = max(0, snapshot.maximumRedirects)
+        snapshot.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
         // A request made by the authenticator's own refresh goes without it (no waiting on itself).
         if Authenticator.isRefreshing { snapshot.authenticator = nil }
         // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
@@ -1309,14 +1312,17 @@ public final class RestManager: @unchecked Sendable {
         return handle
     }
 
-    private func start(_ value: Request, snapshot: Snapshot, handle: RequestHandle,
-                       report: (@Sendable (TransferProgress) -> Void)?, temporaryFile: URL?) {
+    private func start(
+        _ value: Request, snapshot: Snapshot, handle: RequestHandle,
+        report: (@Sendable (TransferProgress) -> Void)?, temporaryFile: URL?
+    ) {
         let request: URLRequest
         let transfer: Transfer
         do {
             request = try RequestBuilder.build(value, snapshot: snapshot)
-            transfer = Transfer(download: try value.destination.map(DownloadFile.init), bodyFile: value.bodyFile,
-                                temporaryFile: temporaryFile, report: report)
+            transfer = Transfer(
+                download: try value.destination.map(DownloadFile.init), bodyFile: value.bodyFile,
+                temporaryFile: temporaryFile, report: report)
         } catch {
             if let temporaryFile { try? FileManager.default.removeItem(at: temporaryFile) }
             handle.deliver(Results(withError: CustomError.wrap(error)))
@@ -1335,9 +1341,7 @@ public final class RestManager: @unchecked Sendable {
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
             let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer) { finished in
-                inFlight.withLock { table in
-                    if table[key] === finished { table[key] = nil }
-                }
+                inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
             }
             guard exchange.add(handle) else { return nil }
             table[key] = exchange
@@ -1406,7 +1410,9 @@ public final class RestManager: @unchecked Sendable {
             self.destination = destination
             var isFolder: ObjCBool = false
             guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
-            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue { throw FileStream.failure(destination, "it is a folder") }
+            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
+                throw FileStream.failure(destination, "it is a folder")
+            }
             do { try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true) } catch {
                 throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
             }
@@ -1432,7 +1438,8 @@ public final class RestManager: @unchecked Sendable {
         /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another 206 start over once.
         func begin(_ response: HTTPURLResponse) throws -> Start {
             let status = response.statusCode
-            let validator = response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
+            let validator =
+                response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             if status == 206 || (status == 416 && sentValidator != nil) {
                 let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
@@ -1462,18 +1469,20 @@ public final class RestManager: @unchecked Sendable {
 
         /// Closes the partial file and moves it to the destination in one atomic rename.
         func complete() throws {
+            guard isWriting else { throw CustomError.invalidResponse }
             close()
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             try? FileManager.default.removeItem(at: validatorFile)
         }
 
-        func close() { output = nil } // FileStream closes its file when released
+        func close() { output = nil }  // FileStream closes its file when released
 
         /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`).
         static func contentRange(_ text: String) -> (start: Int64, total: Int64?)? {
             let parts = text.split { " -/".contains($0) }
             guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
-                  last >= start else { return nil }
+                last >= start
+            else { return nil }
             return (start, Int64(parts[3]))
         }
     }
@@ -1537,10 +1546,9 @@ public final class RestManager: @unchecked Sendable {
 
         /// Starts a timer on the deadline queue; false (and nothing started) when the exchange has finished.
         @discardableResult
-        private func startTimer(after seconds: TimeInterval, repeating interval: TimeInterval = .infinity,
-                                _ handler: @escaping @Sendable () -> Void) -> Bool {
+        private func startTimer(after seconds: TimeInterval, repeating: TimeInterval = .infinity, _ handler: @escaping @Sendable () -> Void) -> Bool {
             let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
-            timer.schedule(deadline: .now() + seconds, repeating: interval)
+            timer.schedule(deadline: .now() + seconds, repeating: repeating)
             timer.setEventHandler(handler: handler)
             timer.resume()
             let kept = lock.withLock { () -> Bool in
@@ -1554,15 +1562,16 @@ public final class RestManager: @unchecked Sendable {
         /// Sends the call's request (again): with the current credential when an authenticator is set.
         private func beginAttempt() {
             let first = firstRequest
-            guard let authenticator = settings.authenticator, first.value(forHTTPHeaderField: "Authorization") == nil else { return sendAttempt(first, token: nil) }
+            guard let authenticator = settings.authenticator, first.value(forHTTPHeaderField: "Authorization") == nil else {
+                return sendAttempt(first, token: nil)
+            }
             authenticator.validCredential(onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
                 switch result {
                 case .success(let credential):
                     var next = first
                     if let credential { next.setValue("Bearer \(credential.accessToken)", forHTTPHeaderField: "Authorization") }
                     self.sendAttempt(next, token: credential?.accessToken)
-                case .failure(let error):
-                    self.finish(Results(withError: CustomError.wrap(error)))
+                case .failure(let error): self.fail(error)
                 }
             }
         }
@@ -1585,16 +1594,15 @@ public final class RestManager: @unchecked Sendable {
         /// An attempt's outcome: sent again with a new credential after a 401, retried by the policy while the deadline allows, or delivered.
         private func attemptEnded(_ results: Results) {
             if let authenticator = settings.authenticator, results.statusCode == 401, firstRequest.value(forHTTPHeaderField: "Authorization") == nil,
-               let token = lock.withLock({ () -> String?? in
-                   guard !resentAfter401, !finished else { return nil }
-                   resentAfter401 = true
-                   return .some(sentToken)
-               }) {
+                let token = lock.withLock({ () -> String?? in
+                    guard !resentAfter401, !finished else { return nil }
+                    resentAfter401 = true
+                    return .some(sentToken)
+                })
+            {
                 authenticator.credential(replacing: token, onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
-                    switch result {
-                    case .success: self.beginAttempt()
-                    case .failure(let error): self.finish(Results(withError: CustomError.wrap(error)))
-                    }
+                    if case .failure(let error) = result { return self.fail(error) }
+                    self.beginAttempt()
                 }
                 return
             }
@@ -1602,7 +1610,6 @@ public final class RestManager: @unchecked Sendable {
             let decision = lock.withLock { () -> (delay: TimeInterval, reason: String, attempt: Int)? in
                 guard !finished, let next = retryPolicy.delay(beforeRetry: retries + 1, after: results, method: method) else { return nil }
                 // The next attempt must start before the call's deadline, or the last answer is delivered now.
-                let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
                 guard elapsed + next.seconds < settings.timeout else { return nil }
                 retries += 1
                 return (next.seconds, next.reason, attempt)
@@ -1613,7 +1620,8 @@ public final class RestManager: @unchecked Sendable {
             startTimer(after: decision.delay) { self.beginAttempt() }
         }
 
-        private func deadlinePassed() { finish(Results(withError: CustomError.timedOut(firstURL, after: settings.timeout))) }
+        private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
+        private func deadlinePassed() { fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
         func remove(_ handle: RequestHandle) {
             let resources: Resources? = lock.withLock {
@@ -1635,7 +1643,8 @@ public final class RestManager: @unchecked Sendable {
                 return bodyFile
             }
             // Progress needs the delegate's per-chunk calls (FoundationNetworking counts bytes sent only there).
-            let task = file.map { transfer.report == nil ? upload(request, from: $0) : transport.session.uploadTask(with: request, fromFile: $0) }
+            let task =
+                file.map { transfer.report == nil ? upload(request, from: $0) : transport.session.uploadTask(with: request, fromFile: $0) }
                 ?? transport.session.dataTask(with: request)
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
@@ -1668,49 +1677,44 @@ public final class RestManager: @unchecked Sendable {
         func redirectHookCalled() { lock.withLock { redirectHookRan = true } }
 
         func received(response: URLResponse, from task: URLSessionDataTask) {
-            enum Next { case proceed, restart(URLRequest), fail(Error) }
-            let next = lock.withLock { () -> Next in
-                guard task === self.task, !finished else { return .proceed }
-                if let download = transfer.download, let http = response as? HTTPURLResponse {
-                    do {
+            do {
+                let restart = try lock.withLock { () throws -> URLRequest? in
+                    guard task === self.task, !finished else { return nil }
+                    if let download = transfer.download, let http = response as? HTTPURLResponse {
                         switch try download.begin(http) {
-                        case .writing, .inMemory: return .proceed
+                        case .writing, .inMemory: return nil
                         case .restart:
                             self.task = nil
-                            return .restart(request)
-                        case .unusable: return .fail(CustomError.invalidResponse)
+                            return request
+                        case .unusable: throw CustomError.invalidResponse
                         }
-                    } catch { return .fail(error) }
+                    }
+                    // The announced length (compressed bytes, if any) is a good first guess for the size.
+                    let expected = response.expectedContentLength
+                    if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(settings.maximumResponseSize ?? 64 << 20)))) }
+                    return nil
                 }
-                // The announced length (compressed bytes, if any) is a good first guess for the size.
-                let expected = response.expectedContentLength
-                if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(settings.maximumResponseSize ?? 64 << 20)))) }
-                return .proceed
-            }
-            switch next {
-            case .proceed: return
-            case .restart(let request):
-                cancelLater(task)
-                send(request)
-            case .fail(let error): finish(Results(withError: CustomError.wrap(error)))
-            }
+                if let restart {
+                    cancelLater(task)
+                    send(restart)
+                }
+            } catch { fail(error) }
         }
 
         func received(data: Data, from task: URLSessionDataTask) {
-            let failure = lock.withLock { () -> Error? in
-                guard task === self.task, !finished else { return nil }
-                if let download = transfer.download {
-                    // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
-                    guard download.isWriting else { body.append(data.prefix(max(0, 65_536 - body.count))); return nil }
-                    do { try download.write(data) } catch { return error }
-                    return nil
+            do {
+                try lock.withLock {
+                    guard task === self.task, !finished else { return }
+                    if let download = transfer.download {
+                        // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
+                        guard download.isWriting else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
+                        return try download.write(data)
+                    }
+                    // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past the limit in memory.
+                    if let limit = settings.maximumResponseSize, body.count + data.count > limit { throw CustomError.responseTooLarge(limit: limit) }
+                    body.append(data)
                 }
-                // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past the limit in memory.
-                if let limit = settings.maximumResponseSize, body.count + data.count > limit { return CustomError.responseTooLarge(limit: limit) }
-                body.append(data)
-                return nil
-            }
-            if let failure { finish(Results(withError: CustomError.wrap(failure))) }
+            } catch { fail(error) }
         }
 
         func reportProgress() { lock.withLock { reportProgressLocked(final: false) } }
@@ -1719,7 +1723,7 @@ public final class RestManager: @unchecked Sendable {
             guard let report = transfer.report, final || !finished else { return }
             var figure: TransferProgress
             if let download = transfer.download {
-                guard download.isWriting || final else { return } // nothing to tell before a 2xx answer starts the file
+                guard download.isWriting || final else { return }  // nothing to tell before a 2xx answer starts the file
                 figure = download.progress
                 if final { figure.totalBytes = figure.completedBytes }
             } else if final, let uploadSize {
@@ -1727,7 +1731,9 @@ public final class RestManager: @unchecked Sendable {
             } else if let task {
                 let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : uploadSize
                 figure = TransferProgress(completedBytes: task.countOfBytesSent, totalBytes: expected)
-            } else { return }
+            } else {
+                return
+            }
             guard figure != lastProgress, figure.completedBytes >= lastProgress?.completedBytes ?? 0 else { return }
             lastProgress = figure
             report(figure)
@@ -1752,27 +1758,26 @@ public final class RestManager: @unchecked Sendable {
                         return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
                     }
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
-                case .timedOut:
-                    return finish(Results(withError: CustomError.timedOut(firstURL, after: settings.timeout)))
-                case .httpTooManyRedirects:
-                    return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)))
+                case .timedOut: return fail(CustomError.timedOut(firstURL, after: settings.timeout))
+                case .httpTooManyRedirects: return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
                 default:
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
             }
-            guard let http = task.response as? HTTPURLResponse else { return finish(Results(withError: CustomError.invalidResponse)) }
+            guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
             // URLSession must never follow a redirect itself (secrets would go to another origin
             // unchecked); if an SDK ever stops calling the hook, fail loudly instead of silently.
             if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url, original != current {
-                return finish(Results(withError: CustomError.unexpectedRedirect(current)))
+                return fail(CustomError.unexpectedRedirect(current))
             }
             if settings.followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
-               let location = http.value(forHTTPHeaderField: "Location") { return redirect(from: http, to: location) }
-            if let download = transfer.download, (200..<300).contains(http.statusCode), let failure = lock.withLock({ () -> Error? in
-                guard download.isWriting else { return CustomError.invalidResponse }
-                do { try download.complete() } catch { return error }
-                return nil
-            }) { return finish(Results(withError: CustomError.wrap(failure))) }
+                let location = http.value(forHTTPHeaderField: "Location")
+            {
+                return redirect(from: http, to: location)
+            }
+            if let download = transfer.download, (200..<300).contains(http.statusCode) {
+                do { try lock.withLock { try download.complete() } } catch { return fail(error) }
+            }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
 
@@ -1782,20 +1787,15 @@ public final class RestManager: @unchecked Sendable {
                 redirectHookRan = false
                 return (request, redirectCount)
             }
-            guard hops <= settings.maximumRedirects else {
-                return finish(Results(withError: CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)))
-            }
+            guard hops <= settings.maximumRedirects else { return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)) }
             guard let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
-                  let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                  target.host != nil else {
-                return finish(Results(withError: CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")))
-            }
+                ["http", "https"].contains(target.scheme?.lowercased()), target.host != nil
+            else { return fail(CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")) }
             var next = current
             next.url = target
             let method = current.httpMethod ?? "GET"
             // RFC 9110 §15.4 as browsers do it: 303 makes everything but HEAD a GET; 301/302 only POST.
-            let becomesGet = response.statusCode == 303 ? method != "HEAD"
-                : (response.statusCode == 301 || response.statusCode == 302) && method == "POST"
+            let becomesGet = response.statusCode == 303 ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"
             if becomesGet {
                 next.httpMethod = "GET"
                 next.httpBody = nil
@@ -1830,8 +1830,9 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func reportFinished(_ request: URLRequest, _ results: Results) {
-            settings.eventHandler?(.finished(request, results, duration: Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9))
+            settings.eventHandler?(.finished(request, results, duration: elapsed))
         }
+        private var elapsed: TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9 }
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
@@ -1851,25 +1852,23 @@ public final class RestManager: @unchecked Sendable {
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
         private func cancelLater(_ task: URLSessionDataTask) { transport.session.delegateQueue.addOperation { task.cancel() } }
 
-        static func sameOrigin(_ first: URL, _ second: URL) -> Bool {
-            first.scheme?.lowercased() == second.scheme?.lowercased()
-                && first.host?.lowercased() == second.host?.lowercased()
-                && effectivePort(first) == effectivePort(second)
+        static func sameOrigin(_ first: URL, _ second: URL) -> Bool { origin(first) == origin(second) }
+        /// Scheme, host and port (the scheme's default when there is none), lower-cased.
+        private static func origin(_ url: URL) -> String {
+            "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
         }
-
-        private static func effectivePort(_ url: URL) -> Int { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
     }
 
     /// The session's delegate: hands each task's events to its exchange, declines URLSession's own redirects and challenges.
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
-
         func register(_ exchange: Exchange, for task: URLSessionTask) { exchanges.withLock { $0[task.taskIdentifier] = exchange } }
         func unregister(_ task: URLSessionTask) { _ = exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) } }
         private func exchange(for task: URLSessionTask) -> Exchange? { exchanges.withLock { $0[task.taskIdentifier] } }
-
-        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        func urlSession(
+            _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+            completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+        ) {
             exchange(for: dataTask)?.received(response: response, from: dataTask)
             completionHandler(.allow)
         }
@@ -1882,9 +1881,10 @@ public final class RestManager: @unchecked Sendable {
             exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.completed(task, error: error)
         }
 
-        func urlSession(_ session: URLSession, task: URLSessionTask,
-                        willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
-                        completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+            completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
             exchange(for: task)?.redirectHookCalled()
             // A task cancelled before this call (cancels run on this same queue) is not answered:
             // on Linux the answer would reach a task no longer waiting for it, and that traps.
@@ -1892,8 +1892,10 @@ public final class RestManager: @unchecked Sendable {
             completionHandler(nil)
         }
 
-        func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-                        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
             #if canImport(FoundationNetworking)
             // Linux never completes a 401 or 407 challenge otherwise; the exchange reads the answer
             // back from the task's response. (TLS is verified by libcurl there, never here.)
@@ -1914,26 +1916,19 @@ public final class RestManager: @unchecked Sendable {
         _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Value) -> Void) -> RequestHandle
     ) async -> Value {
         if Task.isCancelled { return cancelled }
-        let slot = Locked(HandleSlot())
+        let slot = Locked<(handle: RequestHandle?, cancelled: Bool)>((nil, false))
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
                 let handle = start { continuation.resume(returning: $0) }
-                let cancelNow = slot.withLock { slot -> Bool in
-                    slot.handle = handle
-                    return slot.cancelled
-                }
-                if cancelNow { handle.cancel() }
+                // Set, then checked (onCancel does the reverse): whatever the interleaving, one of the two cancels (twice is harmless).
+                slot.withLock { $0.handle = handle }
+                if slot.withLock({ $0.cancelled }) { handle.cancel() }
             }
         } onCancel: {
-            let handle = slot.withLock { slot -> RequestHandle? in
-                slot.cancelled = true
-                return slot.handle
-            }
-            handle?.cancel()
+            slot.withLock { $0.cancelled = true }
+            slot.withLock { $0.handle }?.cancel()
         }
     }
-
-    private struct HandleSlot: Sendable { var handle: RequestHandle?, cancelled = false }
 
     /// A file written with C stdio (no exceptions on any platform); errors are `CustomError`s.
     final class FileStream {
@@ -1959,7 +1954,9 @@ public final class RestManager: @unchecked Sendable {
         /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file.
         static func check(_ url: URL) throws {
             var isFolder: ObjCBool = false
-            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else { throw failure(url, "it does not exist") }
+            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+                throw failure(url, "it does not exist")
+            }
             guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
             guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
         }
@@ -1986,9 +1983,7 @@ public final class RestManager: @unchecked Sendable {
     final class Locked<Value>: @unchecked Sendable {
         private let lock = Lock()
         private var value: Value
-
         init(_ value: Value) { self.value = value }
-
         func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result { try lock.withLock { try body(&value) } }
     }
 }
