@@ -10,7 +10,7 @@ let package = Package(
         .library(name: "RestManager", targets: ["RestManager"]),
         .library(name: "MockServer", targets: ["MockServer"]),
         .executable(name: "restdemo", targets: ["restdemo"]),
-        .executable(name: "restbench", targets: ["restbench"]),
+        .executable(name: "restbench", targets: ["restbench"])
     ],
     targets: [
         .target(name: "RestManager"),
@@ -18,7 +18,7 @@ let package = Package(
         .executableTarget(name: "restdemo", dependencies: ["RestManager", "MockServer"]),
         .target(name: "HeapStatistics"),
         .executableTarget(name: "restbench", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
-        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
+        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer", "HeapStatistics"])
     ],
     swiftLanguageModes: [.v6]
 )

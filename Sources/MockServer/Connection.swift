@@ -83,8 +83,12 @@ struct Connection {
                 let request = ReceivedRequest(parsed, connectionID: id)
                 server.setAnswering(id, true)
                 server.record(request)
-                let keepOpen = streamed.map { write(TransferEndpoints.receipt(request, byteCount: $0.count, checksum: $0.checksum),
-                                                    keepAlive: parsed.keepAlive, includeBody: true) && parsed.keepAlive }
+                let keepOpen =
+                    streamed.map {
+                        write(
+                            TransferEndpoints.receipt(request, byteCount: $0.count, checksum: $0.checksum),
+                            keepAlive: parsed.keepAlive, includeBody: true) && parsed.keepAlive
+                    }
                     ?? answer(parsed, request)
                 server.setAnswering(id, false)
                 guard keepOpen else { return }
@@ -106,7 +110,8 @@ struct Connection {
             buffer.removeAll(keepingCapacity: true)
             start = 0
             guard Socket.poll([descriptor], wake: wake, timeout: server.configuration.idleTimeout) == .ready,
-                  Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return nil }
+                Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0
+            else { return nil }
         }
     }
 
@@ -164,10 +169,11 @@ struct Connection {
         var body = Array(stub.body)
         if stub.isChunked {
             // Pieces of up to 4 KiB, so that a client sees several chunks.
-            body = stride(from: 0, to: body.count, by: 4096).flatMap { start -> [UInt8] in
-                let piece = body[start..<min(body.count, start + 4096)]
-                return Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10]
-            } + Array("0\r\n\r\n".utf8)
+            body =
+                stride(from: 0, to: body.count, by: 4096).flatMap { start -> [UInt8] in
+                    let piece = body[start..<min(body.count, start + 4096)]
+                    return Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10]
+                } + Array("0\r\n\r\n".utf8)
         }
         switch stub.fault {
         case .closeAfterHeaders?: return false
@@ -197,7 +203,8 @@ struct Connection {
             guard write(bytes[...]) else { return false }
             let chunked = response.headers.contains { $0.name.lowercased() == "transfer-encoding" }
             let block = TestEndpoints.patternBlock
-            var left = generated, budget = response.dropAfterBodyBytes ?? Int.max
+            var left = generated
+            var budget = response.dropAfterBodyBytes ?? Int.max
             var position = response.generatedBodyOffset % 251
             while left > 0 {
                 guard budget > 0 else { return false }
@@ -235,9 +242,10 @@ extension ReceivedRequest {
     init(_ parsed: ParsedRequest, connectionID: Int) {
         let pieces = parsed.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let rawQuery = pieces.count > 1 ? String(pieces[1]) : nil
-        self.init(method: parsed.method, target: parsed.target, path: String(pieces.first ?? ""),
-                  rawQuery: rawQuery, queryItems: FormDecoding.decode(rawQuery ?? ""),
-                  headers: parsed.headers, body: Data(parsed.body), connectionID: connectionID)
+        self.init(
+            method: parsed.method, target: parsed.target, path: String(pieces.first ?? ""),
+            rawQuery: rawQuery, queryItems: FormDecoding.decode(rawQuery ?? ""),
+            headers: parsed.headers, body: Data(parsed.body), connectionID: connectionID)
     }
 }
 
@@ -261,7 +269,8 @@ enum FormDecoding {
             if byte == UInt8(ascii: "+") {
                 output.append(32)
             } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count,
-                      let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2])
+            {
                 output.append(high << 4 | low)
                 index += 2
             } else {

@@ -146,7 +146,7 @@ struct RequestParser {
                     break
                 }
             } else if byte == Self.cr {
-                guard index + 1 < buffer.count else { break } // decide when the next byte is here
+                guard index + 1 < buffer.count else { break }  // decide when the next byte is here
                 guard buffer[base + index + 1] == Self.lf else { return .failure(status: 400, reason: "bare CR in request head") }
             } else if byte == 0 || byte == 127 || (byte < 32 && byte != 9) {
                 return .failure(status: 400, reason: "control character in request head")
@@ -214,8 +214,9 @@ struct RequestParser {
         let requestLine = lines[0]
         let parts = requestLine.split(separator: 32, omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy({ token.contains($0) }),
-              let first = parts[1].first, first == UInt8(ascii: "/") || first == UInt8(ascii: "*") || parts[1].starts(with: Array("http".utf8)),
-              !parts[1].contains(where: { $0 <= 32 || $0 >= 127 }) else {
+            let first = parts[1].first, first == UInt8(ascii: "/") || first == UInt8(ascii: "*") || parts[1].starts(with: Array("http".utf8)),
+            !parts[1].contains(where: { $0 <= 32 || $0 >= 127 })
+        else {
             return .failure(HeadFailure(status: 400, reason: "malformed request line"))
         }
         let version = String(decoding: parts[2], as: UTF8.self)
@@ -228,17 +229,19 @@ struct RequestParser {
         var headers: [(name: String, value: String)] = []
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[line.startIndex..<colon].allSatisfy({ token.contains($0) }) else {
+                line[line.startIndex..<colon].allSatisfy({ token.contains($0) })
+            else {
                 return .failure(HeadFailure(status: 400, reason: "malformed header line"))
             }
             let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
             let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
             headers.append((name, value))
         }
-        let request = ParsedRequest(method: String(decoding: parts[0], as: UTF8.self),
-                                    target: String(decoding: parts[1], as: UTF8.self),
-                                    version: version, headers: headers, body: [],
-                                    lowercasedNames: headers.map { $0.name.lowercased() })
+        let request = ParsedRequest(
+            method: String(decoding: parts[0], as: UTF8.self),
+            target: String(decoding: parts[1], as: UTF8.self),
+            version: version, headers: headers, body: [],
+            lowercasedNames: headers.map { $0.name.lowercased() })
         let hosts = request.values(of: "host").count
         if hosts > 1 { return .failure(HeadFailure(status: 400, reason: "more than one Host header")) }
         if version == "HTTP/1.1" && hosts == 0 {
@@ -249,8 +252,10 @@ struct RequestParser {
 
     // MARK: Bodies
 
-    private func fixedBody(_ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int, length: Int,
-                           expectsContinue: Bool) -> ParseResult {
+    private func fixedBody(
+        _ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int, length: Int,
+        expectsContinue: Bool
+    ) -> ParseResult {
         guard buffer.count - bodyStart >= length else { return .incomplete(expectsContinue: expectsContinue) }
         var request = request
         let start = buffer.startIndex + bodyStart
@@ -259,16 +264,19 @@ struct RequestParser {
     }
 
     /// Resumes a chunked body where `progress` says it stopped.
-    private mutating func chunkedBody(_ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int,
-                                      progress: ChunkProgress, expectsContinue: Bool) -> ParseResult {
+    private mutating func chunkedBody(
+        _ buffer: ArraySlice<UInt8>, request: ParsedRequest, bodyStart: Int,
+        progress: ChunkProgress, expectsContinue: Bool
+    ) -> ParseResult {
         let base = buffer.startIndex + bodyStart
         let available = buffer.count - bodyStart
         var position = progress.position
         var state = progress.state
         if position == 0 { dechunkedBytes = [] }
         func suspend() -> ParseResult {
-            phase = .chunked(request, bodyStart: bodyStart, progress: ChunkProgress(position: position, state: state),
-                             expectsContinue: expectsContinue)
+            phase = .chunked(
+                request, bodyStart: bodyStart, progress: ChunkProgress(position: position, state: state),
+                expectsContinue: expectsContinue)
             return .incomplete(expectsContinue: expectsContinue)
         }
         /// The end of the CRLF-terminated line starting at `from`, nil when not all here, or a failure.
@@ -277,7 +285,9 @@ struct RequestParser {
             while index < available {
                 let byte = buffer[base + index]
                 if byte == Self.lf {
-                    guard index > from, buffer[base + index - 1] == Self.cr else { return .failure(HeadFailure(status: 400, reason: "bare LF in chunked body")) }
+                    guard index > from, buffer[base + index - 1] == Self.cr else {
+                        return .failure(HeadFailure(status: 400, reason: "bare LF in chunked body"))
+                    }
                     return .success(index - 1)
                 }
                 if byte == Self.cr, index + 1 < available, buffer[base + index + 1] != Self.lf {

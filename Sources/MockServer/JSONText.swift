@@ -111,7 +111,8 @@ enum JSONText {
                     case UInt8(ascii: "u"):
                         guard var scalar = hex4() else { return nil }
                         if (0xD800..<0xDC00).contains(scalar), consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")),
-                           let low = hex4(), (0xDC00..<0xE000).contains(low) {
+                            let low = hex4(), (0xDC00..<0xE000).contains(low)
+                        {
                             scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                         }
                         output += Array(String(Unicode.Scalar(scalar).map(Character.init) ?? "\u{FFFD}").utf8)
@@ -127,7 +128,9 @@ enum JSONText {
         }
 
         private mutating func hex4() -> UInt32? {
-            guard index + 4 <= bytes.count, let value = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16) else { return nil }
+            guard index + 4 <= bytes.count, let value = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16) else {
+                return nil
+            }
             index += 4
             return value
         }

@@ -36,19 +36,19 @@ enum Gzip {
     /// The CRC is left 0: a reader checks it only at the end, and this body is for limits that stop earlier.
     static func zeros(_ count: Int) -> [UInt8] {
         var bits = LSBBitWriter()
-        bits.write(0b011, count: 3) // final block, fixed Huffman (BTYPE 01)
-        bits.writeHuffman(0x30, count: 8) // literal 0
+        bits.write(0b011, count: 3)  // final block, fixed Huffman (BTYPE 01)
+        bits.writeHuffman(0x30, count: 8)  // literal 0
         var left = count - 1
         while left >= 258 {
-            bits.writeHuffman(0b1100_0101, count: 8) // length 258 (symbol 285)
-            bits.writeHuffman(0, count: 5) // distance 1
+            bits.writeHuffman(0b1100_0101, count: 8)  // length 258 (symbol 285)
+            bits.writeHuffman(0, count: 5)  // distance 1
             left -= 258
         }
         while left > 0 {
             bits.writeHuffman(0x30, count: 8)
             left -= 1
         }
-        bits.writeHuffman(0, count: 7) // end of block
+        bits.writeHuffman(0, count: 7)  // end of block
         return [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF] + bits.finished() + littleEndian(0) + littleEndian(UInt32(truncatingIfNeeded: count))
     }
 
@@ -94,7 +94,8 @@ enum JPEG {
         var blocks: [(Double, Double, Double)] = []
         for row in 0..<8 {
             for column in 0..<8 {
-                let dx = Double(column) - 3.5, dy = Double(row) - 3.5
+                let dx = Double(column) - 3.5
+                let dy = Double(row) - 3.5
                 let inside = dx * dx + dy * dy < 9 + Double(seed % 4)
                 let base = inside ? face : background
                 let shade = 1 - Double(row) * 0.03
@@ -105,8 +106,12 @@ enum JPEG {
     }
 
     private static func rgb(hue: Double, saturation: Double, value: Double) -> (Double, Double, Double) {
-        let sector = hue * 6, index = Int(sector) % 6, fraction = sector - Double(Int(sector))
-        let p = value * (1 - saturation), q = value * (1 - saturation * fraction), t = value * (1 - saturation * (1 - fraction))
+        let sector = hue * 6
+        let index = Int(sector) % 6
+        let fraction = sector - Double(Int(sector))
+        let p = value * (1 - saturation)
+        let q = value * (1 - saturation * fraction)
+        let t = value * (1 - saturation * (1 - fraction))
         let triples = [(value, t, p), (q, value, p), (p, value, t), (p, q, value), (t, p, value), (value, p, q)]
         let (r, g, b) = triples[index]
         return (r * 255, g * 255, b * 255)
@@ -132,8 +137,10 @@ enum JPEG {
         var out: [UInt8] = [0xFF, 0xD8]
         out += [0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]
         out += [0xFF, 0xDB, 0x00, 0x43, 0x00] + [UInt8](repeating: 1, count: 64)
-        out += [0xFF, 0xC0, 0x00, 0x11, 8, UInt8(size >> 8), UInt8(size & 0xFF), UInt8(size >> 8), UInt8(size & 0xFF), 3,
-                1, 0x11, 0, 2, 0x11, 0, 3, 0x11, 0]
+        out += [
+            0xFF, 0xC0, 0x00, 0x11, 8, UInt8(size >> 8), UInt8(size & 0xFF), UInt8(size >> 8), UInt8(size & 0xFF), 3,
+            1, 0x11, 0, 2, 0x11, 0, 3, 0x11, 0
+        ]
         out += [0xFF, 0xC4, 0x00, UInt8(3 + 16 + 12), 0x00] + dcCounts + Array(0...11)
         // AC table with a single symbol, end-of-block, coded as the one-bit code "0".
         out += [0xFF, 0xC4, 0x00, UInt8(3 + 16 + 1), 0x10, 1] + [UInt8](repeating: 0, count: 15) + [0x00]
@@ -156,7 +163,7 @@ enum JPEG {
                     let bits = difference < 0 ? difference + (1 << category) - 1 : difference
                     writer.write(UInt32(bits), count: category)
                 }
-                writer.write(0, count: 1) // end of block
+                writer.write(0, count: 1)  // end of block
             }
         }
         out += writer.finished()
@@ -180,13 +187,13 @@ enum JPEG {
         private mutating func flushByte() {
             let byte = UInt8(accumulator & 0xFF)
             bytes.append(byte)
-            if byte == 0xFF { bytes.append(0) } // byte stuffing
+            if byte == 0xFF { bytes.append(0) }  // byte stuffing
             accumulator = 0
             used = 0
         }
 
         mutating func finished() -> [UInt8] {
-            while used != 0 { write(1, count: 1) } // pad with one-bits
+            while used != 0 { write(1, count: 1) }  // pad with one-bits
             return bytes
         }
     }

@@ -84,7 +84,7 @@ public final class MockServer: @unchecked Sendable {
     private var handledCount = 0
     private var evictions = 0
     private var runningThreads = 0
-    private let threadCountLock = NSLock() // separate: start() spawns while holding `lock`
+    private let threadCountLock = NSLock()  // separate: start() spawns while holding `lock`
     private let threads = DispatchGroup()
     private let requestArrived = NSCondition()
     private var builtCatalogue: ReqresAPI.Catalogue?

@@ -13,7 +13,7 @@ enum ReqresAPI {
     static let users: [User] = [
         ("George", "Bluth"), ("Janet", "Weaver"), ("Emma", "Wong"), ("Eve", "Holt"), ("Charles", "Morris"),
         ("Tracey", "Ramos"), ("Michael", "Lawson"), ("Lindsay", "Ferguson"), ("Tobias", "Funke"),
-        ("Byron", "Fields"), ("George", "Edwards"), ("Rachel", "Howell"),
+        ("Byron", "Fields"), ("George", "Edwards"), ("Rachel", "Howell")
     ].enumerated().map { User(id: $0.offset + 1, firstName: $0.element.0, lastName: $0.element.1) }
 
     static let colours: [(name: String, year: Int, color: String, pantone: String)] = [
@@ -22,12 +22,12 @@ enum ReqresAPI {
         ("tigerlily", 2004, "#E2583E", "17-1456"), ("blue turquoise", 2005, "#53B0AE", "15-5217"),
         ("sand dollar", 2006, "#DECDBE", "13-1106"), ("chili pepper", 2007, "#9B1B30", "19-1557"),
         ("blue iris", 2008, "#5A5B9F", "18-3943"), ("mimosa", 2009, "#F0C05A", "14-0848"),
-        ("turquoise", 2010, "#45B5AA", "15-5519"), ("honeysuckle", 2011, "#D94F70", "18-2120"),
+        ("turquoise", 2010, "#45B5AA", "15-5519"), ("honeysuckle", 2011, "#D94F70", "18-2120")
     ]
 
     static let support = JSONText.object([
         ("url", JSONText.string("https://reqres.in/#support-heading")),
-        ("text", JSONText.string("To keep ReqRes free, contributions towards server costs are appreciated!")),
+        ("text", JSONText.string("To keep ReqRes free, contributions towards server costs are appreciated!"))
     ])
 
     static let tokenPrefix = "QpwL5tke4Pnpja7X"
@@ -52,7 +52,7 @@ enum ReqresAPI {
         JSONText.object([
             ("id", "\(user.id)"), ("email", JSONText.string(user.email)),
             ("first_name", JSONText.string(user.firstName)), ("last_name", JSONText.string(user.lastName)),
-            ("avatar", JSONText.string("\(base)/img/faces/\(user.id)-image.jpg")),
+            ("avatar", JSONText.string("\(base)/img/faces/\(user.id)-image.jpg"))
         ])
     }
 
@@ -60,19 +60,22 @@ enum ReqresAPI {
         let colour = colours[index]
         return JSONText.object([
             ("id", "\(index + 1)"), ("name", JSONText.string(colour.name)), ("year", "\(colour.year)"),
-            ("color", JSONText.string(colour.color)), ("pantone_value", JSONText.string(colour.pantone)),
+            ("color", JSONText.string(colour.color)), ("pantone_value", JSONText.string(colour.pantone))
         ])
     }
 
     static func reply(to request: ReceivedRequest, server: MockServer) -> Reply {
         let segments = request.path.split(separator: "/").map(String.init)
         if request.method == "OPTIONS" {
-            return .response(HTTPResponse(status: 204, headers: [
-                ("Access-Control-Allow-Origin", "*"),
-                ("Access-Control-Allow-Methods", "GET,HEAD,PUT,PATCH,POST,DELETE"),
-                ("Access-Control-Allow-Headers", request.header("Access-Control-Request-Headers") ?? "*"),
-                ("Vary", "Access-Control-Request-Headers"),
-            ]))
+            return .response(
+                HTTPResponse(
+                    status: 204,
+                    headers: [
+                        ("Access-Control-Allow-Origin", "*"),
+                        ("Access-Control-Allow-Methods", "GET,HEAD,PUT,PATCH,POST,DELETE"),
+                        ("Access-Control-Allow-Headers", request.header("Access-Control-Request-Headers") ?? "*"),
+                        ("Vary", "Access-Control-Request-Headers")
+                    ]))
         }
         if let text = request.query("delay"), Numbers.seconds(text, maximum: 60) == nil {
             return .response(badNumber("delay must be a number of seconds in 0...60, not '\(HeaderText.printable(text))'"))
@@ -86,8 +89,12 @@ enum ReqresAPI {
 
     private static func answer(_ request: ReceivedRequest, segments: [String], server: MockServer) -> HTTPResponse {
         if server.configuration.requiresAPIKey && (request.header("x-api-key") ?? "").isEmpty {
-            return json(401, JSONText.object([("error", JSONText.string("Missing API key.")),
-                                              ("how_to_get_one", JSONText.string("https://reqres.in/signup"))]))
+            return json(
+                401,
+                JSONText.object([
+                    ("error", JSONText.string("Missing API key.")),
+                    ("how_to_get_one", JSONText.string("https://reqres.in/signup"))
+                ]))
         }
         guard let resource = segments.first, segments.count <= 2 else { return json(404, "{}") }
         let id = segments.count == 2 ? segments[1] : nil
@@ -111,8 +118,13 @@ enum ReqresAPI {
             return (resource == "users" ? catalogue.singleUsers : catalogue.singleColours)[number - 1]
         case ("POST", _):
             guard let fields = fields(of: request) else { return json(400, JSONText.object([("error", JSONText.string("Invalid JSON body"))])) }
-            return json(201, JSONText.object(fields + [("id", JSONText.string(String(Int.random(in: 1...999)))),
-                                                        ("createdAt", JSONText.string(timestamp()))]))
+            return json(
+                201,
+                JSONText.object(
+                    fields + [
+                        ("id", JSONText.string(String(Int.random(in: 1...999)))),
+                        ("createdAt", JSONText.string(timestamp()))
+                    ]))
         case ("PUT", _), ("PATCH", _):
             guard let fields = fields(of: request) else { return json(400, JSONText.object([("error", JSONText.string("Invalid JSON body"))])) }
             return json(200, JSONText.object(fields + [("updatedAt", JSONText.string(timestamp()))]))
@@ -137,7 +149,7 @@ enum ReqresAPI {
         let data = slice(items, from: (page - 1) * perPage, to: page * perPage)
         return JSONText.object([
             ("page", "\(page)"), ("per_page", "\(perPage)"), ("total", "\(total)"),
-            ("total_pages", "\(totalPages)"), ("data", JSONText.array(data)), ("support", support),
+            ("total_pages", "\(totalPages)"), ("data", JSONText.array(data)), ("support", support)
         ])
     }
 
@@ -181,8 +193,11 @@ enum ReqresAPI {
             return failure(registering ? "Note: Only defined users succeed registration" : "user not found")
         }
         let token = JSONText.string("\(tokenPrefix)\(user.id)")
-        return json(200, registering ? JSONText.object([("id", "\(user.id)"), ("token", token)])
-                                     : JSONText.object([("token", token)]))
+        return json(
+            200,
+            registering
+                ? JSONText.object([("id", "\(user.id)"), ("token", token)])
+                : JSONText.object([("token", token)]))
     }
 
     /// The request's fields as (name, JSON text): from a JSON object or a form body. Nil for invalid JSON.
@@ -213,21 +228,25 @@ enum ReqresAPI {
 
     static func json(_ status: Int, _ body: String) -> HTTPResponse {
         let bytes = Array(body.utf8)
-        return HTTPResponse(status: status, headers: [
-            ("Content-Type", "application/json; charset=utf-8"),
-            ("Access-Control-Allow-Origin", "*"),
-            ("ETag", "W/\"\(String(bytes.count, radix: 16))-\(String(Checksum.crc32(bytes), radix: 16))\""),
-        ], body: bytes)
+        return HTTPResponse(
+            status: status,
+            headers: [
+                ("Content-Type", "application/json; charset=utf-8"),
+                ("Access-Control-Allow-Origin", "*"),
+                ("ETag", "W/\"\(String(bytes.count, radix: 16))-\(String(Checksum.crc32(bytes), radix: 16))\"")
+            ], body: bytes)
     }
 
     /// `/img/faces/<id>-image.jpg`: a real JPEG, different for each of the 12 users.
     static func avatar(_ request: ReceivedRequest) -> HTTPResponse {
         let name = request.path.split(separator: "/").last.map(String.init) ?? ""
         guard request.method == "GET" || request.method == "HEAD", name.hasSuffix("-image.jpg"),
-              let id = Int(name.dropLast("-image.jpg".count)), (1...12).contains(id) else {
+            let id = Int(name.dropLast("-image.jpg".count)), (1...12).contains(id)
+        else {
             return HTTPResponse(status: 404, text: "Not Found\n")
         }
-        return HTTPResponse(status: 200, headers: [("Content-Type", "image/jpeg"), ("Cache-Control", "max-age=14400")],
-                            body: JPEG.avatar(seed: id))
+        return HTTPResponse(
+            status: 200, headers: [("Content-Type", "image/jpeg"), ("Cache-Control", "max-age=14400")],
+            body: JPEG.avatar(seed: id))
     }
 }

@@ -7,9 +7,14 @@ enum Routes {
         if let answer = server.testKit.answer(for: request) { return .stub(answer) }
         guard server.configuration.servesReqres else {
             let message = "no stub matches \(request.method) \(request.path)"
-            return .response(ReqresAPI.json(404, JSONText.object([("error", JSONText.string(message)),
-                                                                   ("method", JSONText.string(request.method)),
-                                                                   ("path", JSONText.string(request.path))])))
+            return .response(
+                ReqresAPI.json(
+                    404,
+                    JSONText.object([
+                        ("error", JSONText.string(message)),
+                        ("method", JSONText.string(request.method)),
+                        ("path", JSONText.string(request.path))
+                    ])))
         }
         if request.path == "/api" || request.path.hasPrefix("/api/") {
             return ReqresAPI.reply(to: request, server: server)
@@ -48,8 +53,10 @@ enum TestEndpoints {
             guard let code = Numbers.integer(argument, in: 300...399) else { return badArgument("redirect status", argument, "300...399") }
             let target = request.query("to") ?? "/_test/echo"
             guard HeaderText.isValidValue(target) else { return badHeader("the redirect target has CR, LF or NUL") }
-            return .response(HTTPResponse(status: code, headers: [("Location", target), ("Content-Type", "text/plain")],
-                                          body: Array("Redirecting to \(target)\n".utf8)))
+            return .response(
+                HTTPResponse(
+                    status: code, headers: [("Location", target), ("Content-Type", "text/plain")],
+                    body: Array("Redirecting to \(target)\n".utf8)))
         case "redirect-chain":
             guard let remaining = Numbers.integer(argument, in: 0...1000) else { return badArgument("hop count", argument, "0...1000") }
             let target = remaining == 0 ? "/_test/echo" : "/_test/redirect-chain/\(remaining - 1)"
@@ -71,7 +78,8 @@ enum TestEndpoints {
             response.delayBeforeHeaders = seconds
             return .response(response)
         case "stall":
-            let bytesText = request.query("bytes") ?? "100", secondsText = request.query("seconds") ?? "1"
+            let bytesText = request.query("bytes") ?? "100"
+            let secondsText = request.query("seconds") ?? "1"
             guard let size = Numbers.integer(bytesText, in: 0...(1 << 20)) else { return badArgument("bytes", bytesText, "0...1048576") }
             guard let seconds = Numbers.seconds(secondsText, maximum: 120) else { return badArgument("seconds", secondsText, "0...120") }
             var response = HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: pattern(size))
@@ -99,8 +107,9 @@ enum TestEndpoints {
             // Kills clients on Swift 6.3 / Linux (swift-corelibs-foundation #5285): only for child-process tests.
             return .raw(Array("HTTP/1.1 200 OK\r\nContent-Ty".utf8))
         case "wrong-length":
-            var response = HTTPResponse(status: 200, headers: [("Content-Type", "text/plain"), ("Content-Length", "100")],
-                                        body: Array("only ten!\n".utf8))
+            var response = HTTPResponse(
+                status: 200, headers: [("Content-Type", "text/plain"), ("Content-Length", "100")],
+                body: Array("only ten!\n".utf8))
             response.closeAfter = false
             return .response(response)
         case "garbage":
@@ -109,30 +118,50 @@ enum TestEndpoints {
             return .hang
         case "html":
             // Any path below it: a 200 HTML page, as a captive portal or a misconfigured proxy answers.
-            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8")],
-                                          body: Array("<!doctype html><html><body><h1>Welcome</h1></body></html>\n".utf8)))
+            return .response(
+                HTTPResponse(
+                    status: 200, headers: [("Content-Type", "text/html; charset=utf-8")],
+                    body: Array("<!doctype html><html><body><h1>Welcome</h1></body></html>\n".utf8)))
         case "stats":
-            return .response(ReqresAPI.json(200, JSONText.object([
-                ("acceptedConnections", "\(server.acceptedConnectionCount)"),
-                ("handledRequests", "\(server.handledRequestCount)"),
-            ])))
+            return .response(
+                ReqresAPI.json(
+                    200,
+                    JSONText.object([
+                        ("acceptedConnections", "\(server.acceptedConnectionCount)"),
+                        ("handledRequests", "\(server.handledRequestCount)")
+                    ])))
         case "gzip":
             let text = Array(JSONText.object([("compressed", "true"), ("message", JSONText.string(String(repeating: "hello ", count: 20)))]).utf8)
-            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8"),
-                                                                 ("Content-Encoding", "gzip")], body: Gzip.stored(text)))
+            return .response(
+                HTTPResponse(
+                    status: 200,
+                    headers: [
+                        ("Content-Type", "application/json; charset=utf-8"),
+                        ("Content-Encoding", "gzip")
+                    ], body: Gzip.stored(text)))
         case "gzip-bomb":
             // N zero bytes as a gzip stream about 1/160 of that size (N up to 1 GiB): for size limits.
             guard let size = Numbers.integer(argument, in: 1...(1 << 30)) else { return badArgument("expanded size", argument, "1...1073741824") }
-            return .response(HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream"),
-                                                                 ("Content-Encoding", "gzip")], body: Gzip.zeros(size)))
+            return .response(
+                HTTPResponse(
+                    status: 200,
+                    headers: [
+                        ("Content-Type", "application/octet-stream"),
+                        ("Content-Encoding", "gzip")
+                    ], body: Gzip.zeros(size)))
         case "proxy-auth":
             var response = ReqresAPI.json(407, JSONText.object([("error", JSONText.string("proxy authentication required"))]))
             response.headers.append(("Proxy-Authenticate", "Basic realm=\"proxy\""))
             return .response(response)
         case "set-cookie":
-            return .response(HTTPResponse(status: 200, headers: [("Set-Cookie", "session=abc123; Path=/; HttpOnly"),
-                                                                 ("Set-Cookie", "theme=dark; Path=/"),
-                                                                 ("Content-Type", "text/plain")], body: Array("cookies set\n".utf8)))
+            return .response(
+                HTTPResponse(
+                    status: 200,
+                    headers: [
+                        ("Set-Cookie", "session=abc123; Path=/; HttpOnly"),
+                        ("Set-Cookie", "theme=dark; Path=/"),
+                        ("Content-Type", "text/plain")
+                    ], body: Array("cookies set\n".utf8)))
         case "response-headers":
             // Every query pair becomes a response header, e.g. ?ETag=%22v1%22
             let headers = request.queryItems
@@ -153,14 +182,16 @@ enum TestEndpoints {
         let pairs = { (items: [(name: String, value: String)]) in
             JSONText.array(items.map { JSONText.array([JSONText.string($0.name), JSONText.string($0.value)]) })
         }
-        return ReqresAPI.json(200, JSONText.object([
-            ("method", JSONText.string(request.method)),
-            ("path", JSONText.string(request.path)),
-            ("rawQuery", request.rawQuery.map(JSONText.string) ?? "null"),
-            ("query", pairs(request.queryItems)),
-            ("headers", pairs(request.headers)),
-            ("body", JSONText.string(request.body.base64EncodedString())),
-        ]))
+        return ReqresAPI.json(
+            200,
+            JSONText.object([
+                ("method", JSONText.string(request.method)),
+                ("path", JSONText.string(request.path)),
+                ("rawQuery", request.rawQuery.map(JSONText.string) ?? "null"),
+                ("query", pairs(request.queryItems)),
+                ("headers", pairs(request.headers)),
+                ("body", JSONText.string(request.body.base64EncodedString()))
+            ]))
     }
 
     /// The largest `/_test/bytes/N` (64 GiB): bodies are generated while written, never held.
@@ -193,7 +224,8 @@ enum Numbers {
     /// A whole number in `range`, or nil for anything else.
     static func integer(_ text: String?, in range: ClosedRange<Int>) -> Int? {
         guard let text, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let value = Int(text), range.contains(value) else { return nil }
+            let value = Int(text), range.contains(value)
+        else { return nil }
         return value
     }
 
@@ -201,8 +233,9 @@ enum Numbers {
     static func seconds(_ text: String, maximum: Double) -> Double? {
         let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard text.utf8.count <= 12, let whole = parts.first, !whole.isEmpty,
-              parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }), parts.count == 1 || !parts[1].isEmpty,
-              let value = Double(text), value.isFinite, value >= 0, value <= maximum else { return nil }
+            parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }), parts.count == 1 || !parts[1].isEmpty,
+            let value = Double(text), value.isFinite, value >= 0, value <= maximum
+        else { return nil }
         return value
     }
 }

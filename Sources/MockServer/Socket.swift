@@ -183,6 +183,8 @@ enum Socket {
 
 // The C functions share names with members above; these forward to the system's.
 private func systemListen(_ descriptor: Int32, _ backlog: Int32) -> Int32 { listen(descriptor, backlog) }
-private func systemAccept(_ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?) -> Int32 { accept(descriptor, address, length) }
+private func systemAccept(_ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?) -> Int32 {
+    accept(descriptor, address, length)
+}
 private func systemPoll(_ entries: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32) -> Int32 { poll(entries, count, timeout) }
 private func systemClose(_ descriptor: Int32) -> Int32 { close(descriptor) }

@@ -148,7 +148,11 @@ final class TestKit: @unchecked Sendable {
 
     func enqueue(_ response: MockServer.Response) { condition.withLock { queued.append(response) } }
 
-    func removeAll() { condition.withLock { stubs = []; queued = [] } }
+    func removeAll() {
+        condition.withLock {
+            stubs = []; queued = []
+        }
+    }
 
     /// The queued answer, or the latest matching stub's handler; nil when the test defined none.
     func answer(for request: ReceivedRequest) -> MockServer.Response? {

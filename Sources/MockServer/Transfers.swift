@@ -21,7 +21,9 @@ enum TransferEndpoints {
         }
         let dropText = request.query("dropAfter")
         let dropAfter = dropText.flatMap { Numbers.integer($0, in: 0...TestEndpoints.maximumGeneratedBytes) }
-        if dropText != nil && dropAfter == nil { return TestEndpoints.badArgumentResponse("dropAfter", dropText, "0...\(TestEndpoints.maximumGeneratedBytes)") }
+        if dropText != nil && dropAfter == nil {
+            return TestEndpoints.badArgumentResponse("dropAfter", dropText, "0...\(TestEndpoints.maximumGeneratedBytes)")
+        }
         let etag = "\"\(size)-v\(version)\""
         let lastModified = HTTPResponse.httpDate(time_t(1_700_000_000 + version * 86_400))
         var headers: [(name: String, value: String)] = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes")]
@@ -30,10 +32,13 @@ enum TransferEndpoints {
         case "date-only"?: headers.append(("Last-Modified", lastModified))
         default: headers += [("ETag", etag), ("Last-Modified", lastModified)]
         }
-        var first = 0, count = size, status = 200
+        var first = 0
+        var count = size
+        var status = 200
         let ifRange = request.header("If-Range")
         if request.query("ignoreRange") != "1", let range = request.header("Range"),
-           ifRange == nil || ifRange == etag || ifRange == lastModified || request.query("ignoreIfRange") == "1" {
+            ifRange == nil || ifRange == etag || ifRange == lastModified || request.query("ignoreIfRange") == "1"
+        {
             switch byteRange(range, size: size) {
             case .whole: break
             case .unsatisfiable:
@@ -86,12 +91,14 @@ enum TransferEndpoints {
 
     /// `/_test/upload`'s answer: what was received, as JSON.
     static func receipt(_ request: ReceivedRequest, byteCount: Int, checksum: UInt64) -> HTTPResponse {
-        ReqresAPI.json(200, JSONText.object([
-            ("method", JSONText.string(request.method)),
-            ("bytes", "\(byteCount)"),
-            ("fnv1a64", JSONText.string(String(checksum, radix: 16))),
-            ("contentType", request.header("Content-Type").map(JSONText.string) ?? "null"),
-        ]))
+        ReqresAPI.json(
+            200,
+            JSONText.object([
+                ("method", JSONText.string(request.method)),
+                ("bytes", "\(byteCount)"),
+                ("fnv1a64", JSONText.string(String(checksum, radix: 16))),
+                ("contentType", request.header("Content-Type").map(JSONText.string) ?? "null")
+            ]))
     }
 
     /// FNV-1a (64 bit), continued from `hash`: a checksum any client can compute in a few lines.

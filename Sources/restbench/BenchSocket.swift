@@ -54,7 +54,8 @@ final class BenchSocket {
             for position in 0..<index where position == 0 || bytes[position - 1] == 10 {
                 lineStart = position
                 guard lineStart + marker.count < index,
-                      zip(marker, bytes[lineStart...]).allSatisfy({ $0 == ($1 | 0x20) || ($0 == 58 && $1 == 58) || ($0 == 45 && $1 == 45) }) else { continue }
+                    zip(marker, bytes[lineStart...]).allSatisfy({ $0 == ($1 | 0x20) || ($0 == 58 && $1 == 58) || ($0 == 45 && $1 == 45) })
+                else { continue }
                 var cursor = lineStart + marker.count
                 while bytes[cursor] == 32 { cursor += 1 }
                 while bytes[cursor] >= 48 && bytes[cursor] <= 57 { length = length * 10 + Int(bytes[cursor] - 48); cursor += 1 }

@@ -64,7 +64,8 @@ enum Clock {
 
     private static func statusField(_ name: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }) else { return nil }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) })
+        else { return nil }
         return line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap { Int($0) }
     }
 
@@ -115,8 +116,9 @@ final class ClosedLoop: @unchecked Sendable {
         let elapsed = Double(Clock.nanoseconds() - start) / 1e9
         let cpu = Clock.cpuMicroseconds() - cpuStart
         let sorted = latencies.sorted()
-        return Sample(requestsPerSecond: Double(count) / elapsed, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
-                      p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: cpu / Double(count), failures: failures)
+        return Sample(
+            requestsPerSecond: Double(count) / elapsed, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
+            p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: cpu / Double(count), failures: failures)
     }
 
     private func launch() {
@@ -154,9 +156,11 @@ enum Statistics {
 }
 
 /// Several rounds, clients in rotated order each round; medians of rates, latencies and ratios.
-func compare(scenario: String, inFlight: Int, count: Int, rounds: Int,
-             clients: [(name: String, sender: Sender)], baseline: String) -> [Row] {
-    for client in clients { _ = ClosedLoop.measure(client.sender, inFlight: inFlight, count: max(20, count / 10)) } // warm up
+func compare(
+    scenario: String, inFlight: Int, count: Int, rounds: Int,
+    clients: [(name: String, sender: Sender)], baseline: String
+) -> [Row] {
+    for client in clients { _ = ClosedLoop.measure(client.sender, inFlight: inFlight, count: max(20, count / 10)) }  // warm up
     var samples: [String: [Sample]] = [:]
     var ratios: [String: [Double]] = [:]
     for round in 0..<rounds {
@@ -172,14 +176,15 @@ func compare(scenario: String, inFlight: Int, count: Int, rounds: Int,
     }
     return clients.map { client in
         let runs = samples[client.name] ?? []
-        return Row(scenario: scenario, client: client.name, inFlight: inFlight,
-                   requestsPerSecond: Statistics.median(runs.map(\.requestsPerSecond)),
-                   p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
-                   p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
-                   cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
-                   ratioToRaw: ratios[client.name].map(Statistics.median),
-                   failures: runs.map(\.failures).reduce(0, +),
-                   extra: ratios[client.name].map { ["ratioMin": $0.min() ?? 0, "ratioMax": $0.max() ?? 0] })
+        return Row(
+            scenario: scenario, client: client.name, inFlight: inFlight,
+            requestsPerSecond: Statistics.median(runs.map(\.requestsPerSecond)),
+            p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
+            p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
+            cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
+            ratioToRaw: ratios[client.name].map(Statistics.median),
+            failures: runs.map(\.failures).reduce(0, +),
+            extra: ratios[client.name].map { ["ratioMin": $0.min() ?? 0, "ratioMax": $0.max() ?? 0] })
     }
 }
 
@@ -214,7 +219,10 @@ final class PeakSample: @unchecked Sendable {
 enum Chart {
     static func svg(_ rows: [Row]) -> String {
         let bars = rows.filter { $0.ratioToRaw != nil && $0.client != "raw URLSession" }
-        let rowHeight = 22.0, left = 430.0, width = 360.0, top = 40.0
+        let rowHeight = 22.0
+        let left = 430.0
+        let width = 360.0
+        let top = 40.0
         let maximum = max(1.6, (bars.compactMap { $0.extra?["ratioMax"] ?? $0.ratioToRaw }.max() ?? 1) * 1.05)
         func x(_ ratio: Double) -> Double { left + width * ratio / maximum }
         func escape(_ text: String) -> String {
@@ -222,10 +230,10 @@ enum Chart {
         }
         let height = top + rowHeight * Double(bars.count) + 40
         var svg = """
-        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(left + width + 60))" height="\(Int(height))" font-family="sans-serif" font-size="12">
-        <text x="10" y="20" font-size="14" font-weight="bold">Requests per second relative to raw URLSession (same run; bar: median, whisker: min–max of the rounds)</text>
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(left + width + 60))" height="\(Int(height))" font-family="sans-serif" font-size="12">
+            <text x="10" y="20" font-size="14" font-weight="bold">Requests per second relative to raw URLSession (same run; bar: median, whisker: min–max of the rounds)</text>
 
-        """
+            """
         for (index, row) in bars.enumerated() {
             let y = top + rowHeight * Double(index)
             let ratio = row.ratioToRaw ?? 0

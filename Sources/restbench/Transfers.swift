@@ -17,9 +17,13 @@ enum TransferBench {
 
     /// Each client `rounds` times, rotated; median time, and the largest growth of resident memory
     /// over what it was when the transfer started.
-    static func compare(_ scenario: String, bytes: Int, rounds: Int, clients: [(name: String, run: Transfer)],
-                        before: () -> Void) -> [Row] {
-        var seconds: [String: [Double]] = [:], growth: [String: Double] = [:], failures: [String: Int] = [:]
+    static func compare(
+        _ scenario: String, bytes: Int, rounds: Int, clients: [(name: String, run: Transfer)],
+        before: () -> Void
+    ) -> [Row] {
+        var seconds: [String: [Double]] = [:]
+        var growth: [String: Double] = [:]
+        var failures: [String: Int] = [:]
         for round in 0..<rounds {
             for index in clients.indices {
                 let client = clients[(index + round) % clients.count]
@@ -44,11 +48,14 @@ enum TransferBench {
             let times = seconds[client.name] ?? []
             let ratios = zip(rawTimes, times).map { $0 / $1 }
             let median = Statistics.median(times)
-            return Row(scenario: scenario, client: client.name, inFlight: 1, requestsPerSecond: 1 / median,
-                       p50Microseconds: median * 1e6, p99Microseconds: (times.max() ?? 0) * 1e6, cpuMicrosecondsPerRequest: nil,
-                       ratioToRaw: Statistics.median(rawTimes) / median, failures: failures[client.name] ?? 0,
-                       extra: ["mebibytesPerSecond": Double(bytes) / median / 1_048_576, "residentGrowthMiB": growth[client.name] ?? 0,
-                               "ratioMin": ratios.min() ?? 0, "ratioMax": ratios.max() ?? 0])
+            return Row(
+                scenario: scenario, client: client.name, inFlight: 1, requestsPerSecond: 1 / median,
+                p50Microseconds: median * 1e6, p99Microseconds: (times.max() ?? 0) * 1e6, cpuMicrosecondsPerRequest: nil,
+                ratioToRaw: Statistics.median(rawTimes) / median, failures: failures[client.name] ?? 0,
+                extra: [
+                    "mebibytesPerSecond": Double(bytes) / median / 1_048_576, "residentGrowthMiB": growth[client.name] ?? 0,
+                    "ratioMin": ratios.min() ?? 0, "ratioMax": ratios.max() ?? 0
+                ])
         }
     }
 
@@ -66,15 +73,21 @@ enum TransferBench {
         let size = { @Sendable (url: URL) in ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? -1 }
 
         var downloads: [(name: String, run: Transfer)] = [
-            ("raw URLSession downloadTask", { done in
-                session.downloadTask(with: downloadURL) { location, _, error in
-                    guard let location, error == nil else { return done(false) }
-                    done((try? FileManager.default.moveItem(at: location, to: destination)) != nil && size(destination) == bytes)
-                }.resume()
-            }),
-            ("RestManager download", { done in
-                rest.download(fromURL: downloadURL, to: destination) { result in done((try? result.get()) != nil && size(destination) == bytes) }
-            }),
+            (
+                "raw URLSession downloadTask",
+                { done in
+                    session.downloadTask(with: downloadURL) { location, _, error in
+                        guard let location, error == nil else { return done(false) }
+                        done((try? FileManager.default.moveItem(at: location, to: destination)) != nil && size(destination) == bytes)
+                    }.resume()
+                }
+            ),
+            (
+                "RestManager download",
+                { done in
+                    rest.download(fromURL: downloadURL, to: destination) { result in done((try? result.get()) != nil && size(destination) == bytes) }
+                }
+            )
         ]
         if let curl { downloads.append(("curl", { done in done(runCurl(curl, ["-sf", "-o", destination.path, downloadURL.absoluteString])) })) }
         var rows = compare("download \(bytes >> 20) MiB to a file", bytes: bytes, rounds: rounds, clients: downloads) {
@@ -84,17 +97,24 @@ enum TransferBench {
         writePattern(to: source, bytes: bytes)
         let received = { @Sendable (data: Data?) in String(decoding: data ?? Data(), as: UTF8.self).contains("\"bytes\":\(bytes),") }
         var uploads: [(name: String, run: Transfer)] = [
-            ("raw URLSession uploadTask", { done in
-                var request = URLRequest(url: uploadURL)
-                request.httpMethod = "POST"
-                session.uploadTask(with: request, fromFile: source) { data, _, error in done(error == nil && received(data)) }.resume()
-            }),
-            ("RestManager upload", { done in
-                rest.upload(fileAt: source, toURL: uploadURL) { results in done(results.isSuccess && received(results.data)) }
-            }),
+            (
+                "raw URLSession uploadTask",
+                { done in
+                    var request = URLRequest(url: uploadURL)
+                    request.httpMethod = "POST"
+                    session.uploadTask(with: request, fromFile: source) { data, _, error in done(error == nil && received(data)) }.resume()
+                }
+            ),
+            (
+                "RestManager upload",
+                { done in
+                    rest.upload(fileAt: source, toURL: uploadURL) { results in done(results.isSuccess && received(results.data)) }
+                }
+            )
         ]
         if let curl {
-            uploads.append(("curl", { done in done(runCurl(curl, ["-sf", "-o", "/dev/null", "-X", "POST", "-T", source.path, uploadURL.absoluteString])) }))
+            uploads.append(
+                ("curl", { done in done(runCurl(curl, ["-sf", "-o", "/dev/null", "-X", "POST", "-T", source.path, uploadURL.absoluteString])) }))
         }
         rows += compare("upload \(bytes >> 20) MiB from a file", bytes: bytes, rounds: rounds, clients: uploads) {}
         return rows

@@ -26,7 +26,7 @@ if arguments.contains("--serve") {
         exit(69)
     }
     FileHandle.standardOutput.write(Data("\(server.port)\n".utf8))
-    _ = FileHandle.standardInput.readDataToEndOfFile() // runs until the parent closes our stdin
+    _ = FileHandle.standardInput.readDataToEndOfFile()  // runs until the parent closes our stdin
     server.stop()
     exit(0)
 }
@@ -39,7 +39,10 @@ let svgPath: String? = {
 }()
 let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers"] + (svgPath.map { [$0] } ?? []))
 guard unknown.isEmpty, svgPath != "" else {
-    FileHandle.standardError.write(Data("restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers])\n".utf8))
+    FileHandle.standardError.write(
+        Data(
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers])\n"
+                .utf8))
     exit(64)
 }
 let quick = arguments.contains("--quick")
@@ -53,7 +56,8 @@ func progress(_ text: String) { FileHandle.standardError.write(Data((text + "\n"
 let child = Process()
 child.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
 child.arguments = ["--serve"]
-let childInput = Pipe(), childOutput = Pipe()
+let childInput = Pipe()
+let childOutput = Pipe()
 child.standardInput = childInput
 child.standardOutput = childOutput
 do { try child.run() } catch {
@@ -66,7 +70,7 @@ guard let port = UInt16(portLine.trimmingCharacters(in: .whitespacesAndNewlines)
     exit(69)
 }
 let base = "http://127.0.0.1:\(port)"
-func url(_ path: String) -> URL { URL(string: base + path)! } // built from our own literals and port
+func url(_ path: String) -> URL { URL(string: base + path)! }  // built from our own literals and port
 
 // MARK: - Clients
 
@@ -83,8 +87,10 @@ let rawSession = tunedSession()
 /// The smallest delegate that makes redirects and auth challenges behave the same on Linux and Apple
 /// platforms; measured on its own to show what any such client pays for it on Linux.
 final class RedirectRefusingDelegate: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 }
@@ -154,12 +160,14 @@ func getData(_ rest: RestManager, _ target: URL) -> Sender {
 func clients(get target: URL) -> [(name: String, sender: Sender)] {
     let request = URLRequest(url: target)
     let rest = manager()
-    return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
-            ("raw URLSession + delegate", raw(delegateSession, request)),
-            ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
-            ("raw URLSession + await", rawAwaited(rawSession, request)),
-            ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
-            ("tutorial design", tutorial(request))]
+    return [
+        ("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+        ("raw URLSession + delegate", raw(delegateSession, request)),
+        ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
+        ("raw URLSession + await", rawAwaited(rawSession, request)),
+        ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
+        ("tutorial design", tutorial(request))
+    ]
 }
 
 func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
@@ -172,20 +180,24 @@ func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
         rest.httpBodyParameters.add(value: "morpheus", forKey: "name")
         rest.httpBodyParameters.add(value: "leader", forKey: "job")
     }
-    return [("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
-            ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
-            ("raw URLSession + await", rawAwaited(rawSession, request)),
-            ("RestManager", completion(rest, .post, target)), ("RestManager async", asyncAwait(rest, .post, target)),
-            ("tutorial design", tutorial(request))]
+    return [
+        ("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
+        ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
+        ("raw URLSession + await", rawAwaited(rawSession, request)),
+        ("RestManager", completion(rest, .post, target)), ("RestManager async", asyncAwait(rest, .post, target)),
+        ("tutorial design", tutorial(request))
+    ]
 }
 
 // --transfers: only the large-transfer scenarios (a quicker look at them).
 if arguments.contains("--transfers") {
     for row in TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3) {
         let extra = row.extra ?? [:]
-        print(String(format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer%@",
-                     row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
-                     row.failures > 0 ? ", \(row.failures) failed" : ""))
+        print(
+            String(
+                format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer%@",
+                row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
+                row.failures > 0 ? ", \(row.failures) failed" : ""))
     }
     childInput.fileHandleForWriting.closeFile()
     child.waitUntilExit()
@@ -199,22 +211,26 @@ let scale = quick ? 1 : 4
 let users = url("/api/users")
 for (inFlight, count) in [(1, 150 * scale), (8, 400 * scale), (64, 800 * scale)] {
     progress("GET /api/users, \(inFlight) in flight…")
-    rows += compare(scenario: "GET /api/users", inFlight: inFlight, count: count, rounds: rounds,
-                    clients: clients(get: users), baseline: "raw URLSession")
+    rows += compare(
+        scenario: "GET /api/users", inFlight: inFlight, count: count, rounds: rounds,
+        clients: clients(get: users), baseline: "raw URLSession")
 }
 progress("POST JSON…")
-rows += compare(scenario: "POST /api/users JSON", inFlight: 1, count: 150 * scale, rounds: rounds,
-                clients: clients(postJSON: users), baseline: "raw URLSession")
+rows += compare(
+    scenario: "POST /api/users JSON", inFlight: 1, count: 150 * scale, rounds: rounds,
+    clients: clients(postJSON: users), baseline: "raw URLSession")
 for (label, size, count) in [("1 MiB", 1 << 20, 40 * scale), ("16 MiB", 16 << 20, 5 * scale)] {
     progress("\(label) getData…")
     let body = url("/_test/bytes/\(size)")
     let asyncManager = manager()
-    rows += compare(scenario: "getData \(label)", inFlight: 1, count: count, rounds: rounds, clients: [
-        ("raw URLSession", raw(rawSession, URLRequest(url: body))),
-        ("RestManager", getData(manager(), body)),
-        ("RestManager async", { done in Task { done(await asyncManager.getData(fromURL: body) != nil) } }),
-        ("tutorial design", tutorial(URLRequest(url: body))),
-    ], baseline: "raw URLSession")
+    rows += compare(
+        scenario: "getData \(label)", inFlight: 1, count: count, rounds: rounds,
+        clients: [
+            ("raw URLSession", raw(rawSession, URLRequest(url: body))),
+            ("RestManager", getData(manager(), body)),
+            ("RestManager async", { done in Task { done(await asyncManager.getData(fromURL: body) != nil) } }),
+            ("tutorial design", tutorial(URLRequest(url: body)))
+        ], baseline: "raw URLSession")
 }
 
 // MARK: - Connections used by sequential requests
@@ -224,7 +240,9 @@ func serverStats() -> (connections: Int, requests: Int) {
     let box = StatsBox()
     rawSession.dataTask(with: url("/_test/stats")) { data, _, _ in
         struct Stats: Decodable { let acceptedConnections: Int; let handledRequests: Int }
-        if let stats = data.flatMap({ try? JSONDecoder().decode(Stats.self, from: $0) }) { box.set((stats.acceptedConnections, stats.handledRequests)) }
+        if let stats = data.flatMap({ try? JSONDecoder().decode(Stats.self, from: $0) }) {
+            box.set((stats.acceptedConnections, stats.handledRequests))
+        }
         done.signal()
     }.resume()
     done.wait()
@@ -256,17 +274,19 @@ func mainThreadRow(_ client: String, _ sender: @escaping Sender, inFlight: Int, 
     let before = serverStats().connections
     let sample = ClosedLoop.measure(onMain, inFlight: inFlight, count: count, spinningMainRunLoop: true)
     let connections = serverStats().connections - before
-    return Row(scenario: "GET started on the main thread", client: client, inFlight: inFlight,
-               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
-               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
-               ratioToRaw: nil, failures: sample.failures, extra: ["connections": Double(connections)])
+    return Row(
+        scenario: "GET started on the main thread", client: client, inFlight: inFlight,
+        requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+        p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+        ratioToRaw: nil, failures: sample.failures, extra: ["connections": Double(connections)])
 }
 
 var mainThreadRows: [Row] = []
 for inFlight in [8, 12] {
     progress("GET started on the main thread, \(inFlight) in flight…")
     // Fresh sessions each, so that the connections counted are this run's (both limited to 6 per host).
-    let rawMain = tunedSession(), restMain = manager()
+    let rawMain = tunedSession()
+    let restMain = manager()
     var pair: [Row] = []
     for round in 0..<rounds {
         let raw = mainThreadRow("raw URLSession", raw(rawMain, URLRequest(url: users)), inFlight: inFlight, count: 200 * scale)
@@ -277,12 +297,14 @@ for inFlight in [8, 12] {
         let runs = pair.filter { $0.client == client }
         let rawRate = Statistics.median(pair.filter { $0.client == "raw URLSession" }.map(\.requestsPerSecond))
         let rate = Statistics.median(runs.map(\.requestsPerSecond))
-        mainThreadRows.append(Row(scenario: "GET started on the main thread", client: client, inFlight: inFlight,
-                                  requestsPerSecond: rate, p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
-                                  p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
-                                  cpuMicrosecondsPerRequest: Statistics.median(runs.map { $0.cpuMicrosecondsPerRequest ?? 0 }),
-                                  ratioToRaw: rate / rawRate, failures: runs.map(\.failures).reduce(0, +),
-                                  extra: ["connections": Double(runs.map { Int($0.extra?["connections"] ?? 0) }.reduce(0, +))]))
+        mainThreadRows.append(
+            Row(
+                scenario: "GET started on the main thread", client: client, inFlight: inFlight,
+                requestsPerSecond: rate, p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
+                p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
+                cpuMicrosecondsPerRequest: Statistics.median(runs.map { $0.cpuMicrosecondsPerRequest ?? 0 }),
+                ratioToRaw: rate / rawRate, failures: runs.map(\.failures).reduce(0, +),
+                extra: ["connections": Double(runs.map { Int($0.extra?["connections"] ?? 0) }.reduce(0, +))]))
     }
 }
 rows += mainThreadRows
@@ -303,12 +325,15 @@ func burstRow(_ client: String, _ sender: @escaping Sender, count: Int) -> Row {
     let sample = ClosedLoop.measure(sender, inFlight: count, count: count)
     let peakThreads = peak.stop()
     let residentAfter = Clock.residentBytes()
-    return Row(scenario: "\(count) GET started at once", client: client, inFlight: count,
-               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
-               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
-               ratioToRaw: nil, failures: sample.failures,
-               extra: ["peakThreads": Double(peakThreads), "threadsBefore": Double(threadsBefore),
-                       "residentGrowthMiB": Double(residentAfter - residentBefore) / 1_048_576])
+    return Row(
+        scenario: "\(count) GET started at once", client: client, inFlight: count,
+        requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+        p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+        ratioToRaw: nil, failures: sample.failures,
+        extra: [
+            "peakThreads": Double(peakThreads), "threadsBefore": Double(threadsBefore),
+            "residentGrowthMiB": Double(residentAfter - residentBefore) / 1_048_576
+        ])
 }
 
 progress("10,000 requests at once…")
@@ -328,12 +353,13 @@ rows += burstRows
 func preparation(_ name: String, client: String, iterations: Int, _ body: @escaping @Sendable () -> Bool) -> Row {
     let sender: Sender = { done in done(body()) }
     let runs = (0..<3).map { _ in ClosedLoop.measure(sender, inFlight: 1, count: iterations) }
-    return Row(scenario: name, client: client, inFlight: 0,
-               requestsPerSecond: Statistics.median(runs.map(\.requestsPerSecond)),
-               p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
-               p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
-               cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
-               ratioToRaw: nil, failures: runs.map(\.failures).reduce(0, +))
+    return Row(
+        scenario: name, client: client, inFlight: 0,
+        requestsPerSecond: Statistics.median(runs.map(\.requestsPerSecond)),
+        p50Microseconds: Statistics.median(runs.map(\.p50Microseconds)),
+        p99Microseconds: Statistics.median(runs.map(\.p99Microseconds)),
+        cpuMicrosecondsPerRequest: Statistics.median(runs.map(\.cpuMicrosecondsPerRequest)),
+        ratioToRaw: nil, failures: runs.map(\.failures).reduce(0, +))
 }
 
 progress("request preparation…")
@@ -363,7 +389,7 @@ let preparationRows = [
     },
     preparation("prepare: multipart 1 MiB", client: "RestManager", iterations: quick ? 50 : 200) {
         (try? multipartManager.makeURLRequest(toURL: target, withHttpMethod: .post))?.httpBody?.count ?? 0 > 1 << 20
-    },
+    }
 ]
 rows += preparationRows
 
@@ -391,9 +417,10 @@ func serverAlone(connections: Int, seconds: Double) -> Row {
     }
     group.wait()
     let sorted = box.all.sorted()
-    return Row(scenario: "mock server alone", client: "raw sockets, keep-alive", inFlight: connections,
-               requestsPerSecond: Double(sorted.count) / seconds, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
-               p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0)
+    return Row(
+        scenario: "mock server alone", client: "raw sockets, keep-alive", inFlight: connections,
+        requestsPerSecond: Double(sorted.count) / seconds, p50Microseconds: Statistics.percentileMicroseconds(sorted, 0.5),
+        p99Microseconds: Statistics.percentileMicroseconds(sorted, 0.99), cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0)
 }
 
 final class LatencyBox: @unchecked Sendable {
@@ -436,10 +463,11 @@ func memoryRow(_ client: String, _ sender: @escaping Sender, requests: Int, trac
         while tracked.alive > 0 && Clock.nanoseconds() < deadline { sched_yield() }
         extra["requestHandlesAliveAfterCompletion"] = Double(tracked.alive)
     }
-    return Row(scenario: "memory: \(requests) sequential GET", client: client, inFlight: 1,
-               requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
-               p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
-               ratioToRaw: nil, failures: sample.failures, extra: extra)
+    return Row(
+        scenario: "memory: \(requests) sequential GET", client: client, inFlight: 1,
+        requestsPerSecond: sample.requestsPerSecond, p50Microseconds: sample.p50Microseconds,
+        p99Microseconds: sample.p99Microseconds, cpuMicrosecondsPerRequest: sample.cpuMicrosecondsPerRequest,
+        ratioToRaw: nil, failures: sample.failures, extra: extra)
 }
 
 let memoryRequests = quick ? 3000 : 20000
@@ -451,7 +479,7 @@ let trackedSender: Sender = { done in
 let memoryRows = [
     memoryRow("raw URLSession", raw(rawSession, URLRequest(url: users)), requests: memoryRequests),
     memoryRow("raw URLSession + delegate", raw(delegateSession, URLRequest(url: users)), requests: memoryRequests),
-    memoryRow("RestManager", trackedSender, requests: memoryRequests, tracked: tracked),
+    memoryRow("RestManager", trackedSender, requests: memoryRequests, tracked: tracked)
 ]
 rows += memoryRows
 let peakResident = Clock.peakResidentBytes()
@@ -471,23 +499,28 @@ if let svgPath {
 if json {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    rows.append(Row(scenario: "process", client: "restbench", inFlight: 0, requestsPerSecond: 0, p50Microseconds: 0,
-                    p99Microseconds: 0, cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0,
-                    extra: ["peakResidentBytes": Double(peakResident), "sequentialConnections": Double(sequentialConnections)]))
+    rows.append(
+        Row(
+            scenario: "process", client: "restbench", inFlight: 0, requestsPerSecond: 0, p50Microseconds: 0,
+            p99Microseconds: 0, cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0,
+            extra: ["peakResidentBytes": Double(peakResident), "sequentialConnections": Double(sequentialConnections)]))
     FileHandle.standardOutput.write(((try? encoder.encode(rows)) ?? Data("[]".utf8)) + Data("\n".utf8))
 } else {
     func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
     let header = ["scenario", "client", "in flight", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "× raw"]
     let table = rows.map { row in
-        [row.scenario, row.client, row.inFlight == 0 ? "-" : String(row.inFlight), number(row.requestsPerSecond),
-         number(row.p50Microseconds), number(row.p99Microseconds), number(row.cpuMicrosecondsPerRequest), number(row.ratioToRaw, 2)]
+        [
+            row.scenario, row.client, row.inFlight == 0 ? "-" : String(row.inFlight), number(row.requestsPerSecond),
+            number(row.p50Microseconds), number(row.p99Microseconds), number(row.cpuMicrosecondsPerRequest), number(row.ratioToRaw, 2)
+        ]
     }
     let widths = header.indices.map { column in ([header] + table).map { $0[column].count }.max() ?? 0 }
     for line in [header] + table {
-        print(line.enumerated().map { column, cell in
-            let padding = String(repeating: " ", count: widths[column] - cell.count)
-            return column >= 2 ? padding + cell : cell + padding
-        }.joined(separator: "  "))
+        print(
+            line.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return column >= 2 ? padding + cell : cell + padding
+            }.joined(separator: "  "))
     }
     print("")
     for row in rows where row.failures > 0 { print("\(row.scenario), \(row.client): \(row.failures) requests failed") }
@@ -497,18 +530,24 @@ if json {
         print("\(row.scenario), \(row.client): live heap growth \(String(format: "%.2f", growth)) bytes/request\(alive)")
     }
     for row in mainThreadRows {
-        print("\(row.scenario), \(row.client), \(row.inFlight) in flight: \(Int(row.extra?["connections"] ?? 0)) TCP connections over \(rounds) runs (limit 6 per run)")
+        print(
+            "\(row.scenario), \(row.client), \(row.inFlight) in flight: \(Int(row.extra?["connections"] ?? 0)) TCP connections over \(rounds) runs (limit 6 per run)"
+        )
     }
     for row in transferRows {
         let extra = row.extra ?? [:]
-        print(String(format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer",
-                     row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0))
+        print(
+            String(
+                format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer",
+                row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0))
     }
     for row in burstRows {
         let extra = row.extra ?? [:]
-        print(String(format: "%@, %@: %.2f× RestManager's 8-in-flight rate, peak threads %d (%d before), resident memory %+.1f MiB after",
-                     row.scenario, row.client, extra["ratioToEightInFlight"] ?? 0, Int(extra["peakThreads"] ?? 0),
-                     Int(extra["threadsBefore"] ?? 0), extra["residentGrowthMiB"] ?? 0))
+        print(
+            String(
+                format: "%@, %@: %.2f× RestManager's 8-in-flight rate, peak threads %d (%d before), resident memory %+.1f MiB after",
+                row.scenario, row.client, extra["ratioToEightInFlight"] ?? 0, Int(extra["peakThreads"] ?? 0),
+                Int(extra["threadsBefore"] ?? 0), extra["residentGrowthMiB"] ?? 0))
     }
     print("peak RSS: \(peakResident / 1024 / 1024) MiB; TCP connections used by 200 sequential RestManager requests: \(sequentialConnections)")
     print(quick ? "(--quick: \(rounds) rounds, small counts)" : "(\(rounds) rounds per scenario, clients rotated each round; medians)")

@@ -84,8 +84,9 @@ struct Client {
     func authenticate(_ invocation: Invocation, registering: Bool) async throws {
         let email = try ArgumentParser.requiredOption(invocation, "--email")
         let password = try ArgumentParser.requiredOption(invocation, "--password")
-        let results = try await call(.post, registering ? "/api/register" : "/api/login",
-                                     body: [("email", email), ("password", password)])
+        let results = try await call(
+            .post, registering ? "/api/register" : "/api/login",
+            body: [("email", email), ("password", password)])
         guard try printJSONIfAsked(results) else { return }
         let token: Token = try decode(results)
         if !registering { try TokenStore.write(token.token) }
@@ -151,8 +152,10 @@ struct Client {
     // MARK: - Calls
 
     /// One request through the manager, as the tutorial does it; transport failures exit 69.
-    private func call(_ method: RestManager.HttpMethod, _ path: String, query: [(String, String)] = [],
-                      body: [(String, String)] = []) async throws -> RestManager.Results {
+    private func call(
+        _ method: RestManager.HttpMethod, _ path: String, query: [(String, String)] = [],
+        body: [(String, String)] = []
+    ) async throws -> RestManager.Results {
         rest.clearParameters()
         rest.requestHttpHeaders = RestManager.RestEntity()
         rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
@@ -170,7 +173,9 @@ struct Client {
             throw Exit(code: Exit.httpError, message: results.error?.localizedDescription)
         }
         if let error = results.error {
-            throw Exit(code: Exit.unavailable, message: "cannot reach \(url.absoluteString): \(error.localizedDescription) (try --offline to use the built-in mock server)")
+            throw Exit(
+                code: Exit.unavailable,
+                message: "cannot reach \(url.absoluteString): \(error.localizedDescription) (try --offline to use the built-in mock server)")
         }
         if options.verbose {
             Output.diagnostic(String(format: "< HTTP %d in %.1f ms", results.statusCode ?? 0, Date().timeIntervalSince(started) * 1000))
@@ -213,7 +218,9 @@ struct Client {
         let code = results.statusCode ?? 0
         let apiMessage = (try? results.decode(APIError.self))?.error
         let subject = what.map { "\($0): " } ?? ""
-        throw Exit(code: Exit.httpError, message: "\(subject)HTTP \(code) \(HTTPURLResponse.localizedString(forStatusCode: code))" + (apiMessage.map { ": \($0)" } ?? ""))
+        throw Exit(
+            code: Exit.httpError,
+            message: "\(subject)HTTP \(code) \(HTTPURLResponse.localizedString(forStatusCode: code))" + (apiMessage.map { ": \($0)" } ?? ""))
     }
 
     private func decode<Value: Decodable>(_ results: RestManager.Results) throws -> Value {
@@ -223,8 +230,10 @@ struct Client {
     }
 
     private func printTable(_ users: [User]) {
-        Output.line(Output.table(["ID", "NAME", "EMAIL"], users.map { [String($0.id), "\($0.firstName) \($0.lastName)", $0.email] },
-                                 rightAligned: [0]))
+        Output.line(
+            Output.table(
+                ["ID", "NAME", "EMAIL"], users.map { [String($0.id), "\($0.firstName) \($0.lastName)", $0.email] },
+                rightAligned: [0]))
     }
 }
 
@@ -238,7 +247,8 @@ struct TokenRejected: LocalizedError {
 enum TokenStore {
     static var file: URL {
         let environment = ProcessInfo.processInfo.environment
-        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+        let base =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
             ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".config")
         return base.appendingPathComponent("restdemo", isDirectory: true).appendingPathComponent("token")
     }
@@ -278,7 +288,8 @@ enum AvatarFile {
     static func destination(for id: Int, output: String?) throws -> URL {
         let fileName = "avatar-\(id).jpg"
         guard let output else {
-            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            let caches =
+                FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             return caches.appendingPathComponent("restdemo", isDirectory: true).appendingPathComponent(fileName)
         }

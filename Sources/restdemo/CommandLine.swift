@@ -143,8 +143,9 @@ enum ArgumentParser {
             options.retries = try wholeNumber(value, name: "--retries", command: nil, range: 0...10)
         default:
             guard let seconds = Double(value), seconds > 0, seconds <= maximumTimeout else {
-                throw UsageError(message: "--timeout needs a number of seconds above 0 and at most \(Int(maximumTimeout)), not '\(value)'",
-                                 command: nil)
+                throw UsageError(
+                    message: "--timeout needs a number of seconds above 0 and at most \(Int(maximumTimeout)), not '\(value)'",
+                    command: nil)
             }
             options.timeout = seconds
             options.timeoutGiven = true
@@ -154,7 +155,8 @@ enum ArgumentParser {
     static func parseBaseURL(_ text: String, source: String) throws -> URL {
         let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
         guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = url.host, !host.isEmpty else {
+            let host = url.host, !host.isEmpty
+        else {
             throw UsageError(message: "\(source) needs an http(s) URL such as https://reqres.in, not '\(text)'", command: nil)
         }
         return url
@@ -178,9 +180,11 @@ enum ArgumentParser {
     /// A whole number in `range` (digits only), or a usage error naming it and the range.
     static func wholeNumber(_ text: String?, name: String, command: String?, range: ClosedRange<Int>) throws -> Int {
         guard let text, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let value = Int(text), range.contains(value) else {
-            throw UsageError(message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text ?? "")'",
-                             command: command)
+            let value = Int(text), range.contains(value)
+        else {
+            throw UsageError(
+                message: "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text ?? "")'",
+                command: command)
         }
         return value
     }

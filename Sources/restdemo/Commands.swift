@@ -10,46 +10,70 @@ import RestManager
 
 enum Commands {
     static let all: [CommandSpec] = [
-        CommandSpec(name: "users", summary: "List users, one page at a time",
-                    usage: "restdemo users [--page N] [--per-page N] [--headers]", positionals: [],
-                    valueOptions: ["--page", "--per-page"], flags: ["--headers"],
-                    details: "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers"),
-        CommandSpec(name: "user", summary: "Show one user (an unknown id shows the HTTP status)",
-                    usage: "restdemo user ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "create", summary: "Create a user (POST JSON)",
-                    usage: "restdemo create --name NAME --job JOB", positionals: [],
-                    valueOptions: ["--name", "--job"], flags: [], details: ""),
-        CommandSpec(name: "update", summary: "Update a user (PUT, or PATCH with --patch)",
-                    usage: "restdemo update ID [--name NAME] [--job JOB] [--patch]", positionals: ["ID"],
-                    valueOptions: ["--name", "--job"], flags: ["--patch"], details: ""),
-        CommandSpec(name: "delete", summary: "Delete a user",
-                    usage: "restdemo delete ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "logout", summary: "Log out and forget the stored token",
-                    usage: "restdemo logout", positionals: [], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "login", summary: "Log in, print the token and store it for later commands",
-                    usage: "restdemo login --email EMAIL --password PASSWORD", positionals: [],
-                    valueOptions: ["--email", "--password"], flags: [], details: ""),
-        CommandSpec(name: "register", summary: "Register and print the id and token",
-                    usage: "restdemo register --email EMAIL --password PASSWORD", positionals: [],
-                    valueOptions: ["--email", "--password"], flags: [], details: ""),
-        CommandSpec(name: "avatar", summary: "Download a user's avatar with getData and save it",
-                    usage: "restdemo avatar ID [--output PATH]", positionals: ["ID"], valueOptions: ["--output"], flags: [],
-                    details: "  --output PATH  a file, or a folder to save avatar-ID.jpg in\n                 (default: a 'restdemo' folder in the user's caches directory)"),
-        CommandSpec(name: "download", summary: "Download a file to disk with progress; run it again to resume",
-                    usage: "restdemo download URL|/PATH -o FILE [--quiet]", positionals: ["URL"], valueOptions: ["--output"], flags: ["--quiet"],
-                    details: "  -o, --output FILE  where to save it (folders are created; FILE.part holds an unfinished download)\n  --quiet            no progress on stderr"),
-        CommandSpec(name: "upload", summary: "Upload a file as the request body, streamed, with progress",
-                    usage: "restdemo upload FILE URL|/PATH [--method POST|PUT|PATCH] [--content-type TYPE] [--quiet]", positionals: ["FILE", "URL"],
-                    valueOptions: ["--method", "--content-type"], flags: ["--quiet"],
-                    details: "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr"),
-        CommandSpec(name: "completion", summary: "Print a shell completion script (bash, zsh or fish)",
-                    usage: "restdemo completion SHELL", positionals: ["SHELL"], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "tour", summary: "The tutorial's calls in order, with a heading for each",
-                    usage: "restdemo tour", positionals: [], valueOptions: [], flags: [], details: ""),
-        CommandSpec(name: "serve", summary: "Run the mock reqres.in server on 127.0.0.1 until Ctrl-C",
-                    usage: "restdemo serve [--port N] [--page-size N] [--require-api-key] [--stubs FILE.json]", positionals: [],
-                    valueOptions: ["--port", "--page-size", "--stubs"], flags: ["--require-api-key"],
-                    details: "  --port N            port to listen on (default: a free one)\n  --page-size N       users per page (default 6; 3 as in the tutorial's time)\n  --require-api-key   answer 401 without an x-api-key header\n  --stubs FILE.json   also answer with the stubs in FILE: a JSON array of objects with\n                      path (exact, or a prefix ending in *), method, status, headers,\n                      body (text or JSON) or bodyFile, delay, bytesPerSecond, fault"),
+        CommandSpec(
+            name: "users", summary: "List users, one page at a time",
+            usage: "restdemo users [--page N] [--per-page N] [--headers]", positionals: [],
+            valueOptions: ["--page", "--per-page"], flags: ["--headers"],
+            details:
+                "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers"
+        ),
+        CommandSpec(
+            name: "user", summary: "Show one user (an unknown id shows the HTTP status)",
+            usage: "restdemo user ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
+        CommandSpec(
+            name: "create", summary: "Create a user (POST JSON)",
+            usage: "restdemo create --name NAME --job JOB", positionals: [],
+            valueOptions: ["--name", "--job"], flags: [], details: ""),
+        CommandSpec(
+            name: "update", summary: "Update a user (PUT, or PATCH with --patch)",
+            usage: "restdemo update ID [--name NAME] [--job JOB] [--patch]", positionals: ["ID"],
+            valueOptions: ["--name", "--job"], flags: ["--patch"], details: ""),
+        CommandSpec(
+            name: "delete", summary: "Delete a user",
+            usage: "restdemo delete ID", positionals: ["ID"], valueOptions: [], flags: [], details: ""),
+        CommandSpec(
+            name: "logout", summary: "Log out and forget the stored token",
+            usage: "restdemo logout", positionals: [], valueOptions: [], flags: [], details: ""),
+        CommandSpec(
+            name: "login", summary: "Log in, print the token and store it for later commands",
+            usage: "restdemo login --email EMAIL --password PASSWORD", positionals: [],
+            valueOptions: ["--email", "--password"], flags: [], details: ""),
+        CommandSpec(
+            name: "register", summary: "Register and print the id and token",
+            usage: "restdemo register --email EMAIL --password PASSWORD", positionals: [],
+            valueOptions: ["--email", "--password"], flags: [], details: ""),
+        CommandSpec(
+            name: "avatar", summary: "Download a user's avatar with getData and save it",
+            usage: "restdemo avatar ID [--output PATH]", positionals: ["ID"], valueOptions: ["--output"], flags: [],
+            details:
+                "  --output PATH  a file, or a folder to save avatar-ID.jpg in\n                 (default: a 'restdemo' folder in the user's caches directory)"
+        ),
+        CommandSpec(
+            name: "download", summary: "Download a file to disk with progress; run it again to resume",
+            usage: "restdemo download URL|/PATH -o FILE [--quiet]", positionals: ["URL"], valueOptions: ["--output"], flags: ["--quiet"],
+            details:
+                "  -o, --output FILE  where to save it (folders are created; FILE.part holds an unfinished download)\n  --quiet            no progress on stderr"
+        ),
+        CommandSpec(
+            name: "upload", summary: "Upload a file as the request body, streamed, with progress",
+            usage: "restdemo upload FILE URL|/PATH [--method POST|PUT|PATCH] [--content-type TYPE] [--quiet]", positionals: ["FILE", "URL"],
+            valueOptions: ["--method", "--content-type"], flags: ["--quiet"],
+            details:
+                "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr"
+        ),
+        CommandSpec(
+            name: "completion", summary: "Print a shell completion script (bash, zsh or fish)",
+            usage: "restdemo completion SHELL", positionals: ["SHELL"], valueOptions: [], flags: [], details: ""),
+        CommandSpec(
+            name: "tour", summary: "The tutorial's calls in order, with a heading for each",
+            usage: "restdemo tour", positionals: [], valueOptions: [], flags: [], details: ""),
+        CommandSpec(
+            name: "serve", summary: "Run the mock reqres.in server on 127.0.0.1 until Ctrl-C",
+            usage: "restdemo serve [--port N] [--page-size N] [--require-api-key] [--stubs FILE.json]", positionals: [],
+            valueOptions: ["--port", "--page-size", "--stubs"], flags: ["--require-api-key"],
+            details:
+                "  --port N            port to listen on (default: a free one)\n  --page-size N       users per page (default 6; 3 as in the tutorial's time)\n  --require-api-key   answer 401 without an x-api-key header\n  --stubs FILE.json   also answer with the stubs in FILE: a JSON array of objects with\n                      path (exact, or a prefix ending in *), method, status, headers,\n                      body (text or JSON) or bodyFile, delay, bytesPerSecond, fault"
+        )
     ]
 
     static func spec(named name: String) -> CommandSpec? { all.first { $0.name == name } }
@@ -69,20 +93,20 @@ enum Commands {
         "download": "restdemo --offline download /_test/files/104857600 -o ~/big.bin",
         "upload": "restdemo upload photo.jpg https://example.com/upload --method PUT --content-type image/jpeg",
         "serve": "restdemo serve --port 8080 --stubs fixtures.json",
-        "completion": "restdemo completion bash > ~/.local/share/bash-completion/completions/restdemo",
+        "completion": "restdemo completion bash > ~/.local/share/bash-completion/completions/restdemo"
     ]
 
     static let globalHelp = """
-    Global options:
-      --base-url URL     the API to talk to (default https://reqres.in; also RESTDEMO_BASE_URL)
-      --offline          start the built-in mock server and use it (no internet needed)
-      --api-key KEY      sent as x-api-key (default reqres-free-v1)
-      --timeout SECONDS  per request (default 30)
-      --json             print the server's JSON as is
-      --retries N        try failed requests again up to N times (0-10, default 0)
-      --verbose          print the cURL command and every attempt, retry and result to stderr
-      --help, --version
-    """
+        Global options:
+          --base-url URL     the API to talk to (default https://reqres.in; also RESTDEMO_BASE_URL)
+          --offline          start the built-in mock server and use it (no internet needed)
+          --api-key KEY      sent as x-api-key (default reqres-free-v1)
+          --timeout SECONDS  per request (default 30)
+          --json             print the server's JSON as is
+          --retries N        try failed requests again up to N times (0-10, default 0)
+          --verbose          print the cURL command and every attempt, retry and result to stderr
+          --help, --version
+        """
 
     static var overview: String {
         let width = (all.map(\.name.count).max() ?? 0) + 2
@@ -103,7 +127,7 @@ enum Commands {
         var base = invocation.global.baseURL ?? URL(string: "https://reqres.in")!  // a literal
         if invocation.global.offline {
             var configuration = MockServer.Configuration()
-            configuration.recordsRequests = false // nobody reads them here
+            configuration.recordsRequests = false  // nobody reads them here
             let server = MockServer(configuration: configuration)
             do { try server.start() } catch {
                 throw Exit(code: Exit.unavailable, message: "cannot start the offline mock server: \(error)")
@@ -140,7 +164,7 @@ enum Commands {
             configuration.pageSize = try ArgumentParser.positiveInteger(size, name: "--page-size", command: "serve")
         }
         configuration.requiresAPIKey = invocation.flags.contains("--require-api-key")
-        configuration.recordsRequests = false // a server left running must not grow
+        configuration.recordsRequests = false  // a server left running must not grow
         let stubs = try invocation.options["--stubs"].map(StubFile.load) ?? []
         let server = MockServer(configuration: configuration)
         for stub in stubs { server.stub(stub.method, path: stub.path, response: stub.response) }

@@ -26,21 +26,21 @@ enum Completion {
             return "    \(spec.name)) words=\"\(words) $globals\" ;;"
         }.joined(separator: "\n")
         return """
-        # bash completion for restdemo: source it, or save it as /etc/bash_completion.d/restdemo
-        _restdemo() {
-          local cur="${COMP_WORDS[COMP_CWORD]}" command="" word words globals="\(globalOptions.joined(separator: " "))"
-          for word in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-            case "$word" in -*) ;; *) command="$word"; break ;; esac
-          done
-          case "$command" in
-            "") words="\(Commands.all.map(\.name).joined(separator: " ")) $globals" ;;
-        \(cases)
-            *) words="$globals" ;;
-          esac
-          COMPREPLY=($(compgen -W "$words" -- "$cur"))
-        }
-        complete -F _restdemo restdemo
-        """
+            # bash completion for restdemo: source it, or save it as /etc/bash_completion.d/restdemo
+            _restdemo() {
+              local cur="${COMP_WORDS[COMP_CWORD]}" command="" word words globals="\(globalOptions.joined(separator: " "))"
+              for word in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+                case "$word" in -*) ;; *) command="$word"; break ;; esac
+              done
+              case "$command" in
+                "") words="\(Commands.all.map(\.name).joined(separator: " ")) $globals" ;;
+            \(cases)
+                *) words="$globals" ;;
+              esac
+              COMPREPLY=($(compgen -W "$words" -- "$cur"))
+            }
+            complete -F _restdemo restdemo
+            """
     }
 
     private static var zsh: String {
@@ -50,29 +50,31 @@ enum Completion {
             return "    \(spec.name)) compadd -- \(words) ;;"
         }.joined(separator: "\n")
         return """
-        #compdef restdemo
-        # zsh completion for restdemo: save it as _restdemo in a folder of your $fpath
-        _restdemo() {
-          local -a commands
-          commands=(
-        \(commands)
-          )
-          if (( CURRENT == 2 )); then
-            _describe 'command' commands
-            compadd -- \(globalOptions.joined(separator: " "))
-            return
-          fi
-          case $words[2] in
-        \(cases)
-          esac
-        }
-        _restdemo "$@"
-        """
+            #compdef restdemo
+            # zsh completion for restdemo: save it as _restdemo in a folder of your $fpath
+            _restdemo() {
+              local -a commands
+              commands=(
+            \(commands)
+              )
+              if (( CURRENT == 2 )); then
+                _describe 'command' commands
+                compadd -- \(globalOptions.joined(separator: " "))
+                return
+              fi
+              case $words[2] in
+            \(cases)
+              esac
+            }
+            _restdemo "$@"
+            """
     }
 
     private static var fish: String {
-        var lines = ["# fish completion for restdemo: save it as ~/.config/fish/completions/restdemo.fish",
-                     "complete -c restdemo -f"]
+        var lines = [
+            "# fish completion for restdemo: save it as ~/.config/fish/completions/restdemo.fish",
+            "complete -c restdemo -f"
+        ]
         for option in globalOptions { lines.append("complete -c restdemo -l \(option.dropFirst(2))") }
         for spec in Commands.all {
             lines.append("complete -c restdemo -n __fish_use_subcommand -a \(spec.name) -d '\(spec.summary.replacingOccurrences(of: "'", with: ""))'")

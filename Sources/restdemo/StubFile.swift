@@ -103,7 +103,8 @@ enum StubFile {
     private static func optional<Value>(_ object: [String: Any], _ key: String, as type: Value.Type) throws -> Value? {
         guard let value = object[key] else { return nil }
         if Value.self == Int.self, let number = value as? NSNumber, !(value is Bool), number.doubleValue == number.doubleValue.rounded(),
-           abs(number.doubleValue) < 1e15 {
+            abs(number.doubleValue) < 1e15
+        {
             return number.intValue as? Value
         }
         if Value.self == Double.self, let number = value as? NSNumber, !(value is Bool), number.doubleValue.isFinite {
@@ -126,11 +127,20 @@ enum StubFile {
     /// The line each element of the top-level array starts on (strings and nesting skipped).
     private static func topLevelObjectLines(in data: Data) -> [Int] {
         var lines: [Int] = []
-        var line = 1, depth = 0, inString = false, escaped = false
+        var line = 1
+        var depth = 0
+        var inString = false
+        var escaped = false
         for byte in data {
             if byte == UInt8(ascii: "\n") { line += 1 }
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 continue
             }
             switch byte {

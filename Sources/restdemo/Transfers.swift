@@ -103,8 +103,10 @@ final class ProgressBar: @unchecked Sendable {
         shown = progress
         guard !quiet, terminal || Date().timeIntervalSince(lastLine) >= 2 else { return }
         lastLine = Date()
-        FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + Self.line(progress, seconds: lastLine.timeIntervalSince(started))
-            + (terminal ? "" : "\n")).utf8))
+        FileHandle.standardError.write(
+            Data(
+                ((terminal ? "\r\u{1B}[K" : "") + Self.line(progress, seconds: lastLine.timeIntervalSince(started))
+                    + (terminal ? "" : "\n")).utf8))
     }
 
     func finish() {
@@ -130,7 +132,9 @@ final class ProgressBar: @unchecked Sendable {
         var parts = [bytes(Double(progress.completedBytes))]
         if let total = progress.totalBytes, let fraction = progress.fractionCompleted {
             parts = ["\(Int(fraction * 100))%", parts[0] + " of " + bytes(Double(total))]
-            if rate > 0, total > progress.completedBytes { parts.append("\(Int((Double(total - progress.completedBytes) / rate).rounded(.up))) s left") }
+            if rate > 0, total > progress.completedBytes {
+                parts.append("\(Int((Double(total - progress.completedBytes) / rate).rounded(.up))) s left")
+            }
         }
         parts.insert(bytes(rate) + "/s", at: min(2, parts.count))
         return parts.joined(separator: "  ")
@@ -138,7 +142,8 @@ final class ProgressBar: @unchecked Sendable {
 
     static func bytes(_ count: Double) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = count, unit = 0
+        var value = count
+        var unit = 0
         while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }
         return unit == 0 ? "\(Int(value)) B" : String(format: "%.1f %@", value, units[unit])
     }

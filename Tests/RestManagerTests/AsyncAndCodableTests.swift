@@ -25,7 +25,9 @@ final class AsyncAndCodableTests: MockServerTestCase {
     func testManyConcurrentAwaitsEachGetTheirOwnOutcome() async throws {
         let manager = try XCTUnwrap(rest)
         manager.deduplicatesRequests = true
-        let echo = url("/_test/echo"), hang = url("/_test/hang"), slow = url("/_test/delay?seconds=5")
+        let echo = url("/_test/echo")
+        let hang = url("/_test/hang")
+        let slow = url("/_test/delay?seconds=5")
         let outcomes = await withTaskGroup(of: (Int, String).self) { group -> [Int: String] in
             for index in 0..<120 {
                 group.addTask {
@@ -35,13 +37,18 @@ final class AsyncAndCodableTests: MockServerTestCase {
                         return (index, results.statusCode == 200 ? "answered" : "\(String(describing: results.error))")
                     case 1:
                         let results = await manager.makeRequest(toURL: hang, withHttpMethod: .get, timeoutInterval: 0.3)
-                        guard case .timedOut = results.error as? RestManager.CustomError else { return (index, "\(String(describing: results.error))") }
+                        guard case .timedOut = results.error as? RestManager.CustomError else {
+                            return (index, "\(String(describing: results.error))")
+                        }
                         return (index, "timed out")
                     default:
                         let request = Task { await manager.makeRequest(toURL: slow, withHttpMethod: .get) }
                         request.cancel()
                         let results = await request.value
-                        return (index, (results.error as? RestManager.CustomError)?.isCancellation == true ? "cancelled" : "\(String(describing: results.error))")
+                        return (
+                            index,
+                            (results.error as? RestManager.CustomError)?.isCancellation == true ? "cancelled" : "\(String(describing: results.error))"
+                        )
                     }
                 }
             }
@@ -125,7 +132,9 @@ final class AsyncAndCodableTests: MockServerTestCase {
         rest.urlQueryParameters.add(value: "1", forKey: "page")
         let done = expectation(description: "data")
         let box = ResultBox<Data?>()
-        rest.getData(fromURL: url("/_test/bytes/1000")) { box.set($0); done.fulfill() }
+        rest.getData(fromURL: url("/_test/bytes/1000")) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 10)
         XCTAssertEqual(box.value??.count, 1000)
         let received = server.lastRequest(path: "/_test/bytes/1000")
@@ -136,7 +145,9 @@ final class AsyncAndCodableTests: MockServerTestCase {
     func testGetDataOfAnErrorPageIsNil() {
         let done = expectation(description: "data")
         let box = ResultBox<Data?>()
-        rest.getData(fromURL: url("/_test/status/500")) { box.set($0); done.fulfill() }
+        rest.getData(fromURL: url("/_test/status/500")) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 10)
         XCTAssertEqual(box.count, 1)
         XCTAssertNil(box.value ?? Data())
@@ -149,7 +160,7 @@ final class AsyncAndCodableTests: MockServerTestCase {
     }
 
     func testLargeBodyArrivesWhole() async throws {
-        rest.timeoutInterval = 120 // 20 MiB through a debug build (or a sanitizer) takes a while
+        rest.timeoutInterval = 120  // 20 MiB through a debug build (or a sanitizer) takes a while
         let data = try await rest.data(fromURL: url("/_test/bytes/\(20 << 20)"))
         XCTAssertEqual(data.count, 20 << 20)
         XCTAssertEqual(data[1000], UInt8(1000 % 251))

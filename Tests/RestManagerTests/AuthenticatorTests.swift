@@ -23,7 +23,7 @@ final class AuthenticatorTests: MockServerTestCase {
                 self.rejected.append(rejected?.accessToken)
                 return calls
             }
-            try await Task.sleep(nanoseconds: 50_000_000) // long enough for every 401 to arrive meanwhile
+            try await Task.sleep(nanoseconds: 50_000_000)  // long enough for every 401 to arrive meanwhile
             if let failure { throw failure }
             return Credential(accessToken: "new-\(call)")
         }
@@ -85,7 +85,9 @@ final class AuthenticatorTests: MockServerTestCase {
         let target = url("/secure")
         for _ in 0..<50 {
             group.enter()
-            rest.makeRequest(toURL: target, withHttpMethod: .get) { statuses.set($0.statusCode ?? 0); group.leave() }
+            rest.makeRequest(toURL: target, withHttpMethod: .get) {
+                statuses.set($0.statusCode ?? 0); group.leave()
+            }
         }
         XCTAssertEqual(group.wait(timeout: .now() + 30), .success)
         XCTAssertEqual(statuses.all, Array(repeating: 200, count: 50))
@@ -112,7 +114,9 @@ final class AuthenticatorTests: MockServerTestCase {
         }
         let done = expectation(description: "answered")
         let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         XCTAssertEqual(server.takeRequest(timeout: 5)?.header("Authorization"), "Bearer old")
         authenticator.credential = Credential(accessToken: "fresh")
         loggedIn.signal()
@@ -191,7 +195,9 @@ final class AuthenticatorTests: MockServerTestCase {
         server.stub(path: "/secure") { _ in MockServer.Response(status: 401) }
         let done = expectation(description: "cancelled")
         let box = ResultBox<RestManager.Results>()
-        let handle = rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let handle = rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         // Cancel while the refresh (50 ms) runs: the request is waiting for it then.
         let refresher = self.refresher
         let refreshing = expectation(for: NSPredicate { _, _ in refresher.count == 1 }, evaluatedWith: nil)

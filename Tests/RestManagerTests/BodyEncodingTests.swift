@@ -13,8 +13,10 @@ final class BodyEncodingTests: MockServerTestCase {
     }
 
     func testJSONIsRecognisedUnderAnySpellingWithParametersAndPlusJSON() throws {
-        for contentType in ["application/json; charset=utf-8", "application/json ; charset=utf-8", "APPLICATION/JSON",
-                            "application/vnd.api+json"] {
+        for contentType in [
+            "application/json; charset=utf-8", "application/json ; charset=utf-8", "APPLICATION/JSON",
+            "application/vnd.api+json"
+        ] {
             rest.requestHttpHeaders = RestManager.RestEntity()
             rest.requestHttpHeaders.add(value: contentType, forKey: "content-TYPE")
             rest.httpBodyParameters.add(value: "1", forKey: "a")

@@ -10,7 +10,9 @@ final class CancellationTests: MockServerTestCase {
     func testCancelBeforeStartCompletesOnceWithCancellation() {
         let done = expectation(description: "completed")
         let box = ResultBox<RestManager.Results>()
-        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         handle.cancel()
         handle.cancel()
         wait(for: [done], timeout: 5)
@@ -24,7 +26,9 @@ final class CancellationTests: MockServerTestCase {
     func testCancelDuringTheTransferEndsItAtOnce() {
         let done = expectation(description: "completed")
         let box = ResultBox<RestManager.Results>()
-        let handle = rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let handle = rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         // Wait until the server has the request, then cancel.
         XCTAssertTrue(server.waitForRequests(1))
         let started = Date()
@@ -42,7 +46,9 @@ final class CancellationTests: MockServerTestCase {
     func testCancelAfterCompletionDoesNothing() {
         let done = expectation(description: "completed")
         let box = ResultBox<RestManager.Results>()
-        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 5)
         handle.cancel()
         XCTAssertFalse(handle.isCancelled)
@@ -98,7 +104,10 @@ final class CancellationTests: MockServerTestCase {
         for index in 0..<count {
             group.enter()
             let path = index % 3 == 0 ? "/_test/delay?seconds=0.05" : "/_test/echo"
-            handles.append(rest.makeRequest(toURL: url(path), withHttpMethod: .get) { _ in box.set(index); group.leave() })
+            handles.append(
+                rest.makeRequest(toURL: url(path), withHttpMethod: .get) { _ in
+                    box.set(index); group.leave()
+                })
         }
         let toCancel = handles
         DispatchQueue.concurrentPerform(iterations: count / 2) { toCancel[$0 * 2].cancel() }

@@ -8,7 +8,9 @@ final class DeduplicationTests: MockServerTestCase {
         let group = DispatchGroup()
         for _ in 0..<count {
             group.enter()
-            rest.makeRequest(toURL: url(path), withHttpMethod: method) { box.set($0); group.leave() }
+            rest.makeRequest(toURL: url(path), withHttpMethod: method) {
+                box.set($0); group.leave()
+            }
         }
         XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
         return box.all
@@ -52,7 +54,10 @@ final class DeduplicationTests: MockServerTestCase {
         var handles: [RestManager.RequestHandle] = []
         for _ in 0..<3 {
             group.enter()
-            handles.append(rest.makeRequest(toURL: url("/_test/delay?seconds=0.5"), withHttpMethod: .get) { box.set($0); group.leave() })
+            handles.append(
+                rest.makeRequest(toURL: url("/_test/delay?seconds=0.5"), withHttpMethod: .get) {
+                    box.set($0); group.leave()
+                })
         }
         handles[0].cancel()
         XCTAssertEqual(group.wait(timeout: .now() + 10), .success)

@@ -16,9 +16,11 @@ final class DownloadTests: MockServerTestCase {
     private func partial(_ destination: URL) -> URL { URL(fileURLWithPath: destination.path + ".part") }
 
     @discardableResult
-    private func download(_ path: String, to destination: URL, timeout: TimeInterval = 30,
-                          progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil,
-                          file: StaticString = #filePath, line: UInt = #line) -> Result<URL, RestManager.CustomError>? {
+    private func download(
+        _ path: String, to destination: URL, timeout: TimeInterval = 30,
+        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> Result<URL, RestManager.CustomError>? {
         let done = expectation(description: "download \(path)")
         let box = ResultBox<Result<URL, RestManager.CustomError>>()
         rest.download(fromURL: url(path), to: destination, progress: progress) { result in
@@ -90,8 +92,9 @@ final class DownloadTests: MockServerTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
             XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/\(size)", to: target)).get())
             XCTAssertEqual(try Data(contentsOf: target), pattern(0..<size), "cut at \(cut)")
-            XCTAssertEqual(requests(to: "/_test/files/\(size)").last,
-                           ReceivedRequestSummary(range: "bytes=\(cut)-", ifRange: "\"1000000-v1\"", acceptEncoding: "identity"))
+            XCTAssertEqual(
+                requests(to: "/_test/files/\(size)").last,
+                ReceivedRequestSummary(range: "bytes=\(cut)-", ifRange: "\"1000000-v1\"", acceptEncoding: "identity"))
         }
     }
 
@@ -106,8 +109,10 @@ final class DownloadTests: MockServerTestCase {
 
     /// Cuts a 200,000-byte download after 5,000 bytes (`cutQuery` added), downloads it again with
     /// `againQuery`, checks the file is whole, and returns what the server received for the second call.
-    private func cutThenDownloadAgain(cutQuery: String = "", againQuery: String = "",
-                                      file: StaticString = #filePath, line: UInt = #line) throws -> [ReceivedRequestSummary] {
+    private func cutThenDownloadAgain(
+        cutQuery: String = "", againQuery: String = "",
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [ReceivedRequestSummary] {
         let target = destination()
         _ = download("/_test/files/200000?dropAfter=5000" + cutQuery, to: target)
         server.clearReceivedRequests()

@@ -6,7 +6,9 @@ final class ErrorTests: MockServerTestCase {
     private func error(for target: URL) -> RestManager.CustomError? {
         let done = expectation(description: "completed")
         let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: target, withHttpMethod: .get) { box.set($0); done.fulfill() }
+        rest.makeRequest(toURL: target, withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 15)
         return box.value?.error as? RestManager.CustomError
     }

@@ -13,14 +13,18 @@ final class FaultMatrixTests: MockServerTestCase {
 
     /// Sends, waits for the completion, then proves no second completion comes: a later request on
     /// the same serial callback queue completes after anything the first could still deliver.
-    private func check(_ path: String, _ expected: Expected, timeout: TimeInterval = 10,
-                       file: StaticString = #filePath, line: UInt = #line) {
+    private func check(
+        _ path: String, _ expected: Expected, timeout: TimeInterval = 10,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         let queue = DispatchQueue(label: "fault-matrix")
         rest.callbackQueue = queue
         rest.timeoutInterval = timeout
         let count = ResultBox<RestManager.Results>()
         let done = expectation(description: path)
-        rest.makeRequest(toURL: url(path), withHttpMethod: .get) { count.set($0); done.fulfill() }
+        rest.makeRequest(toURL: url(path), withHttpMethod: .get) {
+            count.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: timeout + 10)
         rest.timeoutInterval = 10
         let sentinel = expectation(description: "sentinel")
@@ -33,9 +37,13 @@ final class FaultMatrixTests: MockServerTestCase {
         switch (expected, error) {
         case (.transport(let code?), .transport(let urlError)?): XCTAssertEqual(urlError.code, code, path, file: file, line: line)
         case (.transport(nil), .transport?), (.timedOut, .timedOut?), (.tooManyRedirects, .tooManyRedirects?),
-             (.invalidURL, .invalidURL?), (.invalidHeader, .invalidHeader?), (.cancelled, .cancelled?): break
+            (.invalidURL, .invalidURL?), (.invalidHeader, .invalidHeader?), (.cancelled, .cancelled?):
+            break
         case (.status(let code), nil): XCTAssertEqual(results.statusCode, code, path, file: file, line: line)
-        default: XCTFail("\(path): expected \(expected), got \(String(describing: results.error)) / \(String(describing: results.statusCode))", file: file, line: line)
+        default:
+            XCTFail(
+                "\(path): expected \(expected), got \(String(describing: results.error)) / \(String(describing: results.statusCode))", file: file,
+                line: line)
         }
     }
 
@@ -59,7 +67,9 @@ final class FaultMatrixTests: MockServerTestCase {
         rest.requestHttpHeaders = RestManager.RestEntity()
         let done = expectation(description: "invalid URL")
         let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: URL(string: "ftp://127.0.0.1/")!, withHttpMethod: .get) { box.set($0); done.fulfill() }
+        rest.makeRequest(toURL: URL(string: "ftp://127.0.0.1/")!, withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 10)
         guard case .invalidURL? = box.value?.error as? RestManager.CustomError else { return XCTFail("\(String(describing: box.value?.error))") }
     }
@@ -71,7 +81,9 @@ final class FaultMatrixTests: MockServerTestCase {
         let closedPort = server.port
         server.stop()
         for target in ["http://127.0.0.1:\(closedPort)/", "http://host.invalid/"] {
-            rest.makeRequest(toURL: URL(string: target)!, withHttpMethod: .get) { box.set($0); done.fulfill() }
+            rest.makeRequest(toURL: URL(string: target)!, withHttpMethod: .get) {
+                box.set($0); done.fulfill()
+            }
         }
         wait(for: [done], timeout: 30)
         let codes = box.all.compactMap { results -> URLError.Code? in

@@ -11,7 +11,7 @@ final class MethodAndHeaderTests: MockServerTestCase {
         }
         XCTAssertEqual(send(.head, "/_test/echo").response?.httpStatusCode, 200)
         XCTAssertEqual(server.receivedRequests.last?.method, "HEAD")
-        XCTAssertEqual(RestManager.HttpMethod.patch.rawValue, "patch") // the tutorial's raw values stay
+        XCTAssertEqual(RestManager.HttpMethod.patch.rawValue, "patch")  // the tutorial's raw values stay
     }
 
     func testRequestHeaderLookupsIgnoreCase() throws {

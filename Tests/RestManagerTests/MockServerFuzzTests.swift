@@ -102,15 +102,21 @@ final class MockServerFuzzTests: MockServerTestCase {
 
 /// Builds requests from their parts, with numbers at their extremes.
 enum FuzzRequest {
-    static let numbers = ["0", "1", "-1", "-5", "+3", " 3", "3 ", "007", "2147483647", "2147483648", "4294967296",
-                          "9223372036854775807", "9223372036854775808", "-9223372036854775808", "99999999999999999999999",
-                          "1e300", "nan", "inf", "-0", "0x10", "1.5", "", "1000000", "1000001", "-1000000"]
-    static let hexNumbers = ["0", "1", "a", "F", "-5", "+3", " 3", "3 ", "0x3", "FFFFFFFFFFFFFFFF", "7FFFFFFFFFFFFFFF",
-                             "8000000000000000", "FFFFFFFFFFFFFFFFFFFFFFFF", "000000000000000000001", "g", "", "3;ext=1", "3 ;x"]
-    static let targets = ["/api/users?page=%@&per_page=%@", "/api/users/%@", "/api/unknown?page=%@", "/api/users?delay=%@",
-                          "/_test/bytes/%@", "/_test/status/%@", "/_test/redirect/%@?to=/x", "/_test/redirect-chain/%@",
-                          "/_test/stall?bytes=%@&seconds=%@", "/_test/delay?seconds=%@", "/_test/echo?status=%@",
-                          "/img/faces/%@-image.jpg", "/_test/response-headers?X-A=%@", "/api/login"]
+    static let numbers = [
+        "0", "1", "-1", "-5", "+3", " 3", "3 ", "007", "2147483647", "2147483648", "4294967296",
+        "9223372036854775807", "9223372036854775808", "-9223372036854775808", "99999999999999999999999",
+        "1e300", "nan", "inf", "-0", "0x10", "1.5", "", "1000000", "1000001", "-1000000"
+    ]
+    static let hexNumbers = [
+        "0", "1", "a", "F", "-5", "+3", " 3", "3 ", "0x3", "FFFFFFFFFFFFFFFF", "7FFFFFFFFFFFFFFF",
+        "8000000000000000", "FFFFFFFFFFFFFFFFFFFFFFFF", "000000000000000000001", "g", "", "3;ext=1", "3 ;x"
+    ]
+    static let targets = [
+        "/api/users?page=%@&per_page=%@", "/api/users/%@", "/api/unknown?page=%@", "/api/users?delay=%@",
+        "/_test/bytes/%@", "/_test/status/%@", "/_test/redirect/%@?to=/x", "/_test/redirect-chain/%@",
+        "/_test/stall?bytes=%@&seconds=%@", "/_test/delay?seconds=%@", "/_test/echo?status=%@",
+        "/img/faces/%@-image.jpg", "/_test/response-headers?X-A=%@", "/api/login"
+    ]
     static let methods = ["GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "PATCH", "G ET", ""]
 
     /// One request; `slow` false leaves out the endpoints that take long over a socket: delays,
@@ -140,12 +146,19 @@ enum FuzzRequest {
         }
         // Duplicate, add and reorder headers.
         for _ in 0..<max(0, Int.random(in: -2...2, using: &generator)) {
-            headers.append(pick(["Host: y", "Content-Length: \(pick(numbers))", "Transfer-Encoding: chunked", "X-N: \(pick(numbers))",
-                                 "Expect: 100-continue", "Connection: close", "Bad Name: v", ": empty", "X-Long: " + String(repeating: "a", count: 5000)]))
+            headers.append(
+                pick([
+                    "Host: y", "Content-Length: \(pick(numbers))", "Transfer-Encoding: chunked", "X-N: \(pick(numbers))",
+                    "Expect: 100-continue", "Connection: close", "Bad Name: v", ": empty", "X-Long: " + String(repeating: "a", count: 5000)
+                ]))
         }
         headers.shuffle(using: &generator)
         let lineEnd = { (generator: inout G) -> String in
-            switch Int.random(in: 0..<60, using: &generator) { case 0: return "\n"; case 1: return "\r"; default: return "\r\n" }
+            switch Int.random(in: 0..<60, using: &generator) {
+            case 0: return "\n";
+            case 1: return "\r";
+            default: return "\r\n"
+            }
         }
         var text = "\(method) \(target) \(version)" + lineEnd(&generator)
         for header in headers { text += header + lineEnd(&generator) }

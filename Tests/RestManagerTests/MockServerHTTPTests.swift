@@ -56,7 +56,8 @@ final class MockServerHTTPTests: MockServerTestCase {
 
     func testChunkedBodyAndExpectContinue() throws {
         let connection = try client()
-        connection.send("POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n")
+        connection.send(
+            "POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n")
         let chunked = try XCTUnwrap(connection.readResponses(1).first)
         XCTAssertTrue(chunked.contains(#""body":"aGVsbG8gd29ybGQ=""#), chunked)
         connection.send("POST /_test/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
@@ -69,7 +70,7 @@ final class MockServerHTTPTests: MockServerTestCase {
     func testMalformedRequestsGet400AndAClosedConnection() throws {
         let malformed = [
             "GARBAGE\r\n\r\n",
-            "GET /x HTTP/1.1\r\n\r\n",                       // no Host
+            "GET /x HTTP/1.1\r\n\r\n",  // no Host
             "GET /x HTTP/1.1\r\nHost: x\r\nBad Header: v\r\n\r\n",
             "GET /x HTTP/1.1\r\nHost: x\r\n folded: v\r\n\r\n",
             "GET  /x HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -78,7 +79,7 @@ final class MockServerHTTPTests: MockServerTestCase {
             "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             "GET /x HTTP/1.1\r\nHost: x\u{0}\r\n\r\n",
-            "GET /x HTTP/1.1\nHost: x\r\n\r\n",
+            "GET /x HTTP/1.1\nHost: x\r\n\r\n"
         ]
         for request in malformed {
             let connection = try client()

@@ -42,7 +42,7 @@ final class MockServerHardeningTests: MockServerTestCase {
             ("/_test/status/9223372036854775808", "status code must be a whole number"),
             ("/_test/redirect/%2B302", "redirect status must be a whole number"),
             ("/_test/redirect-chain/-1", "hop count must be a whole number in 0...1000, not '-1'"),
-            ("/_test/echo?status=2000", "status must be a whole number in 200...599, not '2000'"),
+            ("/_test/echo?status=2000", "status must be a whole number in 200...599, not '2000'")
         ]
         for (target, message) in cases {
             let answer = try get(target)
@@ -51,7 +51,8 @@ final class MockServerHardeningTests: MockServerTestCase {
             XCTAssertTrue(answer.contains(#"{"error":""# + message), "\(target) -> \(answer)")
         }
         // At the limits, the paging arithmetic still answers.
-        XCTAssertTrue(try get("/api/users?page=1000000&per_page=1000000").contains(#""page":1000000,"per_page":1000000,"total":12,"total_pages":1,"data":[]"#))
+        XCTAssertTrue(
+            try get("/api/users?page=1000000&per_page=1000000").contains(#""page":1000000,"per_page":1000000,"total":12,"total_pages":1,"data":[]"#))
         XCTAssertTrue(try get("/api/users?page=-1000000&per_page=-1000000").hasPrefix("HTTP/1.1 200 "))
         try assertHealthy()
     }
@@ -63,7 +64,7 @@ final class MockServerHardeningTests: MockServerTestCase {
             "POST /_test/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc",
             "POST /_test/echo HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\nabc",
             "GET /_test/echo HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
-            "GET /_test/echo HTTP/1.1\r\nhost: x\r\nHOST: x\r\n\r\n",
+            "GET /_test/echo HTTP/1.1\r\nhost: x\r\nHOST: x\r\n\r\n"
         ]
         for request in requests {
             XCTAssertTrue(try exchange(request).hasPrefix("HTTP/1.1 400 "), request.debugDescription)
@@ -78,7 +79,8 @@ final class MockServerHardeningTests: MockServerTestCase {
             let answer = try exchange("POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \(coding)\r\n\r\n0\r\n\r\n")
             XCTAssertTrue(answer.hasPrefix("HTTP/1.1 501 "), "\(coding) -> \(answer.prefix(60))")
         }
-        let mixedCase = try exchange("POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+        let mixedCase = try exchange(
+            "POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
         XCTAssertTrue(mixedCase.contains(#""body":"YWJj""#), mixedCase)
     }
 
@@ -98,8 +100,10 @@ final class MockServerHardeningTests: MockServerTestCase {
     }
 
     func testBareLineEndsGet400AtOnce() throws {
-        for request in ["GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n", "GET / HTTP/1.1\rHost: x\r\n\r\n",
-                        "POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n"] {
+        for request in [
+            "GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n", "GET / HTTP/1.1\rHost: x\r\n\r\n",
+            "POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n"
+        ] {
             let connection = try client()
             connection.send(request)  // not finished: the server must answer without waiting for more
             let started = Date()
@@ -142,7 +146,7 @@ final class MockServerHardeningTests: MockServerTestCase {
             "/_test/response-headers?X%0D%0AInjected=v",
             "/_test/response-headers?=v",
             "/_test/redirect/302?to=/x%0D%0ASet-Cookie:%20a=b",
-            "/_test/redirect/302?to=/x%0A",
+            "/_test/redirect/302?to=/x%0A"
         ]
         for target in bad {
             let answer = try get(target)
@@ -176,7 +180,9 @@ final class MockServerHardeningTests: MockServerTestCase {
             while !rest.isEmpty {
                 let piece = rest.prefix(period.count - 251)
                 let start = count % 251
-                let equal = piece.withUnsafeBytes { a in period.withUnsafeBytes { b in memcmp(a.baseAddress!, b.baseAddress! + start, piece.count) == 0 } }
+                let equal = piece.withUnsafeBytes { a in
+                    period.withUnsafeBytes { b in memcmp(a.baseAddress!, b.baseAddress! + start, piece.count) == 0 }
+                }
                 if !equal { mismatches += 1 }
                 count += piece.count
                 rest = rest.dropFirst(piece.count)
@@ -219,7 +225,9 @@ final class MockServerSlowClientTests: MockServerTestCase {
             connection.send([byte])
             if case .data(let data) = connection.readSome(timeout: 0.05) {
                 answer += String(decoding: data, as: UTF8.self)
-                (answer, closed) = { let rest = connection.readUntilClosed(timeout: 2); return (answer + rest.text, rest.closed) }()
+                (answer, closed) = {
+                    let rest = connection.readUntilClosed(timeout: 2); return (answer + rest.text, rest.closed)
+                }()
                 break
             }
         }

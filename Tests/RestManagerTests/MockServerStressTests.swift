@@ -5,7 +5,8 @@ import XCTest
 /// Many connections at once (the fuzzing is in MockServerFuzzTests).
 final class MockServerStressTests: MockServerTestCase {
     func testHundredsOfRequestsOverDozensOfConnections() throws {
-        let connections = 32, perConnection = 12
+        let connections = 32
+        let perConnection = 12
         let port = server.port
         let failures = ResultBox<String>()
         DispatchQueue.concurrentPerform(iterations: connections) { connectionIndex in

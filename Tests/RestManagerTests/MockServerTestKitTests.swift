@@ -43,8 +43,9 @@ final class MockServerTestKitTests: MockServerTestCase {
 
     func testAHandlerSeesTheRequestAndHeadersGoAsGiven() throws {
         server.stub("POST", path: "/v1/echo-length") { request in
-            MockServer.Response(status: 200, headers: [("X-Length", "\(request.body.count)"), ("X-Method", request.method)],
-                                body: request.body)
+            MockServer.Response(
+                status: 200, headers: [("X-Length", "\(request.body.count)"), ("X-Method", request.method)],
+                body: request.body)
         }
         rest.httpBody = Data("hello".utf8)
         let results = send(.post, "/v1/echo-length")
@@ -118,8 +119,9 @@ final class MockServerTestKitTests: MockServerTestCase {
             switch (fault, error) {
             case (.noResponse, .timedOut?): break
             case (.closeWithoutResponse, .transport(let urlError)?), (.resetConnection, .transport(let urlError)?):
-                XCTAssertTrue([.networkConnectionLost, .cannotConnectToHost, .badServerResponse, .cannotParseResponse].contains(urlError.code),
-                              "\(fault): \(urlError.code)")
+                XCTAssertTrue(
+                    [.networkConnectionLost, .cannotConnectToHost, .badServerResponse, .cannotParseResponse].contains(urlError.code),
+                    "\(fault): \(urlError.code)")
             case (.closeAfterHeaders, .transport(let urlError)?), (.closeMidBody, .transport(let urlError)?):
                 // FoundationNetworking reports a body cut short as -1 ("transfer closed with N bytes remaining").
                 XCTAssertTrue([.networkConnectionLost, .unknown].contains(urlError.code), "\(fault): \(urlError.code)")
@@ -181,8 +183,9 @@ final class MockServerResponseHeaderTests: XCTestCase {
         XCTAssertNil(MockServer.Response.headerProblem([("X-A", "b, c"), ("ETag", "\"v1\"")]))
         XCTAssertEqual(MockServer.Response.headerProblem([("Bad Name", "v")]), "header name 'Bad Name' is not a valid token")
         XCTAssertEqual(MockServer.Response.headerProblem([("", "v")]), "header name '' is not a valid token")
-        XCTAssertEqual(MockServer.Response.headerProblem([("X-Ok", "v"), ("X-Evil", "a\r\nInjected: yes")]),
-                       "the value of header 'X-Evil' contains CR, LF or NUL")
+        XCTAssertEqual(
+            MockServer.Response.headerProblem([("X-Ok", "v"), ("X-Evil", "a\r\nInjected: yes")]),
+            "the value of header 'X-Evil' contains CR, LF or NUL")
         XCTAssertEqual(MockServer.Response.headerProblem([("X-Nul", "a\u{0}b")]), "the value of header 'X-Nul' contains CR, LF or NUL")
         XCTAssertEqual(MockServer.Response.headerProblem([("X\r\nY", "v")]), "header name 'X\\u{d}\\u{a}Y' is not a valid token")
     }
@@ -199,8 +202,9 @@ final class MockServerStubsOnlyTests: MockServerTestCase {
     func testUnmatchedRequestsGet404NamingMethodAndPath() throws {
         let results = send(.delete, "/api/users/2?x=1")
         XCTAssertEqual(results.statusCode, 404)
-        XCTAssertEqual(String(decoding: results.data ?? Data(), as: UTF8.self),
-                       #"{"error":"no stub matches DELETE /api/users/2","method":"DELETE","path":"/api/users/2"}"#)
+        XCTAssertEqual(
+            String(decoding: results.data ?? Data(), as: UTF8.self),
+            #"{"error":"no stub matches DELETE /api/users/2","method":"DELETE","path":"/api/users/2"}"#)
         server.stub("DELETE", path: "/api/users/2", response: MockServer.Response(status: 204))
         XCTAssertEqual(send(.delete, "/api/users/2").statusCode, 204)
     }

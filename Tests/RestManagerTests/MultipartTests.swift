@@ -13,8 +13,9 @@ final class MultipartTests: MockServerTestCase {
             let afterDelimiter = start.upperBound
             if body[afterDelimiter...].starts(with: Data("--\r\n".utf8)) { return parts }
             guard body[afterDelimiter...].starts(with: Data("\r\n".utf8)),
-                  let headEnd = body.range(of: Data("\r\n\r\n".utf8), in: afterDelimiter..<body.endIndex),
-                  let next = body.range(of: Data("\r\n--\(boundary)".utf8), in: headEnd.upperBound..<body.endIndex) else { return nil }
+                let headEnd = body.range(of: Data("\r\n\r\n".utf8), in: afterDelimiter..<body.endIndex),
+                let next = body.range(of: Data("\r\n--\(boundary)".utf8), in: headEnd.upperBound..<body.endIndex)
+            else { return nil }
             let headers = String(decoding: body[(afterDelimiter + 2)..<headEnd.lowerBound], as: UTF8.self)
             parts.append((headers, Data(body[headEnd.upperBound..<next.lowerBound])))
             cursor = next.lowerBound + 2
@@ -50,7 +51,9 @@ final class MultipartTests: MockServerTestCase {
             var expected: [Data] = []
             for index in 0..<Int.random(in: 1...5, using: &generator) {
                 let bytes = Data((0..<Int.random(in: 0...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
-                body.addFile(fieldName: "f\(index)", fileName: SeededGenerator.randomText(&generator, length: 5), mimeType: "application/octet-stream", data: bytes)
+                body.addFile(
+                    fieldName: "f\(index)", fileName: SeededGenerator.randomText(&generator, length: 5), mimeType: "application/octet-stream",
+                    data: bytes)
                 expected.append(bytes)
             }
             let parts = try XCTUnwrap(Self.parse(body.encoded(), boundary: body.boundary))

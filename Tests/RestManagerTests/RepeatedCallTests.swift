@@ -24,10 +24,10 @@ final class RepeatedCallTests: MockServerTestCase {
     }
 
     func testEveryChangeBetweenCallsIsSent() throws {
-        _ = try echo(send(.post, "/_test/echo")) // built and kept
+        _ = try echo(send(.post, "/_test/echo"))  // built and kept
         rest.requestHttpHeaders.add(value: "a", forKey: "X-Step")
         XCTAssertEqual(try echo(send(.post, "/_test/echo")).header("X-Step"), "a")
-        rest.requestHttpHeaders.add(value: "b", forKey: "x-step") // replaced in place
+        rest.requestHttpHeaders.add(value: "b", forKey: "x-step")  // replaced in place
         XCTAssertEqual(try echo(send(.post, "/_test/echo")).header("X-Step"), "b")
         rest.urlQueryParameters.add(value: "2", forKey: "page")
         XCTAssertEqual(try echo(send(.post, "/_test/echo")).rawQuery, "page=2")

@@ -27,8 +27,9 @@ final class ResponseSizeLimitTests: MockServerTestCase {
     }
 
     func testTheMessageNamesTheProperty() {
-        XCTAssertEqual(RestManager.CustomError.responseTooLarge(limit: 5).localizedDescription,
-                       "The response body is larger than 5 bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it.")
+        XCTAssertEqual(
+            RestManager.CustomError.responseTooLarge(limit: 5).localizedDescription,
+            "The response body is larger than 5 bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it.")
     }
 
     /// The first half of the body arrives, then the server stalls for 30 s: only a transfer stopped
@@ -60,7 +61,7 @@ final class ResponseSizeLimitTests: MockServerTestCase {
     /// the expanded bytes catches it, and memory then stays near the limit.
     func testAGzipBombCostsNoMoreThanTheLimit() throws {
         rest.maximumResponseSize = 4 << 20
-        rest.timeoutInterval = 60 // generous for the sanitizers' builds
+        rest.timeoutInterval = 60  // generous for the sanitizers' builds
         #if os(Linux)
         // Resets the process's peak resident size (VmHWM), so that the peak of this test can be read.
         try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)

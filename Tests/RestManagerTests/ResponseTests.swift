@@ -7,11 +7,13 @@ import RestManager
 
 /// `Response`: status at once, headers read from the HTTP response when first asked for.
 final class ResponseTests: XCTestCase {
-    private let target = URL(string: "http://127.0.0.1/")! // a literal
+    private let target = URL(string: "http://127.0.0.1/")!  // a literal
 
     func testHeadersAreReadFromTheHTTPResponse() throws {
-        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 201, httpVersion: "HTTP/1.1",
-                                                 headerFields: ["ETag": "\"v1\"", "X-Count": "3"]))
+        let http = try XCTUnwrap(
+            HTTPURLResponse(
+                url: target, statusCode: 201, httpVersion: "HTTP/1.1",
+                headerFields: ["ETag": "\"v1\"", "X-Count": "3"]))
         let response = RestManager.Response(fromURLResponse: http)
         XCTAssertEqual(response.httpStatusCode, 201)
         XCTAssertEqual(response.headers.value(forKey: "etag"), "\"v1\"")
@@ -20,8 +22,10 @@ final class ResponseTests: XCTestCase {
     }
 
     func testSettingHeadersReplacesThemInThatCopyOnly() throws {
-        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1",
-                                                 headerFields: ["ETag": "a"]))
+        let http = try XCTUnwrap(
+            HTTPURLResponse(
+                url: target, statusCode: 200, httpVersion: "HTTP/1.1",
+                headerFields: ["ETag": "a"]))
         let original = RestManager.Response(fromURLResponse: http)
         var edited = original
         edited.headers.add(value: "b", forKey: "etag")
@@ -41,9 +45,11 @@ final class ResponseTests: XCTestCase {
     }
 
     func testHeadersReadFromManyThreadsAtOnceAgree() throws {
-        let http = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1",
-                                                 headerFields: ["A": "1", "B": "2", "C": "3"]))
-        let response = RestManager.Response(fromURLResponse: http) // one copy shared by every thread
+        let http = try XCTUnwrap(
+            HTTPURLResponse(
+                url: target, statusCode: 200, httpVersion: "HTTP/1.1",
+                headerFields: ["A": "1", "B": "2", "C": "3"]))
+        let response = RestManager.Response(fromURLResponse: http)  // one copy shared by every thread
         let agreed = ResultBox<Bool>()
         DispatchQueue.concurrentPerform(iterations: 64) { _ in
             agreed.set(response.headers.value(forKey: "b") == "2" && response.headers.totalItems() == 3)

@@ -16,17 +16,19 @@ final class RestDemoTests: MockServerTestCase {
         let run = try restdemo(["users", "--page", "2"])
         XCTAssertEqual(run.status, 0)
         XCTAssertEqual(run.stderr, "")
-        XCTAssertEqual(run.stdout, """
-        ID  NAME              EMAIL
-         7  Michael Lawson    michael.lawson@reqres.in
-         8  Lindsay Ferguson  lindsay.ferguson@reqres.in
-         9  Tobias Funke      tobias.funke@reqres.in
-        10  Byron Fields      byron.fields@reqres.in
-        11  George Edwards    george.edwards@reqres.in
-        12  Rachel Howell     rachel.howell@reqres.in
-        page 2 of 2, 12 users
+        XCTAssertEqual(
+            run.stdout,
+            """
+            ID  NAME              EMAIL
+             7  Michael Lawson    michael.lawson@reqres.in
+             8  Lindsay Ferguson  lindsay.ferguson@reqres.in
+             9  Tobias Funke      tobias.funke@reqres.in
+            10  Byron Fields      byron.fields@reqres.in
+            11  George Edwards    george.edwards@reqres.in
+            12  Rachel Howell     rachel.howell@reqres.in
+            page 2 of 2, 12 users
 
-        """)
+            """)
         let request = try XCTUnwrap(server.lastRequest(path: "/api/users"))
         XCTAssertEqual(request.rawQuery, "page=2")
         XCTAssertEqual(request.header("x-api-key"), "reqres-free-v1")
@@ -43,7 +45,8 @@ final class RestDemoTests: MockServerTestCase {
     func testUserAndUnknownUser() throws {
         let found = try restdemo(["user", "2"])
         XCTAssertEqual(found.status, 0)
-        XCTAssertTrue(found.stdout.hasPrefix("#2 Janet Weaver <janet.weaver@reqres.in>\navatar: \(server.baseURL.absoluteString)/img/faces/2-image.jpg"))
+        XCTAssertTrue(
+            found.stdout.hasPrefix("#2 Janet Weaver <janet.weaver@reqres.in>\navatar: \(server.baseURL.absoluteString)/img/faces/2-image.jpg"))
         let missing = try restdemo(["user", "100"])
         XCTAssertEqual(missing.status, 1)
         XCTAssertEqual(missing.stdout, "")
@@ -53,7 +56,9 @@ final class RestDemoTests: MockServerTestCase {
     func testCreateUpdateDelete() throws {
         let created = try restdemo(["create", "--name", "morpheus", "--job", "leader"])
         XCTAssertEqual(created.status, 0)
-        XCTAssertNotNil(created.stdout.range(of: #"^created user \d{1,3} at \d{4}-\d\d-\d\dT[\d:.]+Z \(HTTP 201\)\n$"#, options: .regularExpression), created.stdout)
+        XCTAssertNotNil(
+            created.stdout.range(of: #"^created user \d{1,3} at \d{4}-\d\d-\d\dT[\d:.]+Z \(HTTP 201\)\n$"#, options: .regularExpression),
+            created.stdout)
         let post = try XCTUnwrap(server.lastRequest(path: "/api/users"))
         XCTAssertEqual(post.method, "POST")
         XCTAssertEqual(String(decoding: post.body, as: UTF8.self), #"{"name":"morpheus","job":"leader"}"#)
@@ -72,8 +77,9 @@ final class RestDemoTests: MockServerTestCase {
 
     func testLoginAndRegister() throws {
         XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"]).stdout, "token: QpwL5tke4Pnpja7X4\n")
-        XCTAssertEqual(try restdemo(["register", "--email", "eve.holt@reqres.in", "--password", "pistol"]).stdout,
-                       "registered user 4 with token QpwL5tke4Pnpja7X4\n")
+        XCTAssertEqual(
+            try restdemo(["register", "--email", "eve.holt@reqres.in", "--password", "pistol"]).stdout,
+            "registered user 4 with token QpwL5tke4Pnpja7X4\n")
         let unknown = try restdemo(["login", "--email", "peter@klaven", "--password", "x"])
         XCTAssertEqual(unknown.status, 1)
         XCTAssertEqual(unknown.stderr, "restdemo: HTTP 400 Bad Request: user not found\n")
@@ -110,10 +116,12 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(headings.count, 6)
         XCTAssertTrue(run.stdout.contains("GET /api/users/100 -> HTTP 404"))
         XCTAssertTrue(run.stdout.contains("avatar saved to "))
-        XCTAssertEqual(server.receivedRequests.map { "\($0.method) \($0.target)" }, [
-            "GET /api/users", "GET /api/users?page=2", "GET /api/users/100", "POST /api/users",
-            "GET /api/users/1", "GET /img/faces/1-image.jpg",
-        ])
+        XCTAssertEqual(
+            server.receivedRequests.map { "\($0.method) \($0.target)" },
+            [
+                "GET /api/users", "GET /api/users?page=2", "GET /api/users/100", "POST /api/users",
+                "GET /api/users/1", "GET /img/faces/1-image.jpg"
+            ])
     }
 
     func testJSONPrintsTheServersBodyAsIs() throws {
@@ -151,7 +159,10 @@ final class RestDemoTests: MockServerTestCase {
     func testNumbersOutOfRangeAreUsageErrorsOfflineToo() throws {
         // These used to reach the offline mock's paging arithmetic, or a deadline computation, and trap.
         for (arguments, message) in [
-            (["--offline", "users", "--page", "9223372036854775807", "--per-page", "9223372036854775807"], "--page must be a whole number from 1 to 1000000, not '9223372036854775807'"),
+            (
+                ["--offline", "users", "--page", "9223372036854775807", "--per-page", "9223372036854775807"],
+                "--page must be a whole number from 1 to 1000000, not '9223372036854775807'"
+            ),
             (["--offline", "users", "--page", "9223372036854775808"], "--page must be a whole number from 1 to 1000000, not '9223372036854775808'"),
             (["--offline", "users", "--per-page", "1000001"], "--per-page must be a whole number from 1 to 1000000, not '1000001'"),
             (["--offline", "users", "--page", "0"], "--page must be a whole number from 1 to 1000000, not '0'"),
@@ -160,7 +171,7 @@ final class RestDemoTests: MockServerTestCase {
             (["--offline", "--timeout", "inf", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'inf'"),
             (["--offline", "--timeout", "nan", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'nan'"),
             (["--offline", "--timeout", "-1", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '-1'"),
-            (["--offline", "user", "99999999999999999999"], "ID must be a whole number from 1 to 1000000, not '99999999999999999999'"),
+            (["--offline", "user", "99999999999999999999"], "ID must be a whole number from 1 to 1000000, not '99999999999999999999'")
         ] {
             let run = try restdemo(arguments, useServer: false)
             XCTAssertFalse(run.crashed, arguments.joined(separator: " "))
@@ -207,7 +218,9 @@ final class RestDemoTests: MockServerTestCase {
         server.stub(path: "/api/users/2", response: MockServer.Response(status: 401))
         let run = try restdemo(["user", "2"])
         XCTAssertEqual(run.status, 1)
-        XCTAssertEqual(run.stderr, "restdemo: Authentication failed: the credential refresh failed: the stored token was rejected; log in again (restdemo login).\n")
+        XCTAssertEqual(
+            run.stderr,
+            "restdemo: Authentication failed: the credential refresh failed: the stored token was rejected; log in again (restdemo login).\n")
     }
 
     func testRetriesAndVerboseEvents() throws {
@@ -236,8 +249,9 @@ final class RestDemoTests: MockServerTestCase {
         let bash = try restdemo(["completion", "bash"], useServer: false)
         let script = scratch.appendingPathComponent("restdemo.bash")
         try Data(bash.stdout.utf8).write(to: script)
-        let check = try ChildProcess(path: "/bin/bash", arguments: ["-n", script.path], environment: [:],
-                                     stdoutPath: "/dev/null", stderrPath: scratch.appendingPathComponent("bash-n").path)
+        let check = try ChildProcess(
+            path: "/bin/bash", arguments: ["-n", script.path], environment: [:],
+            stdoutPath: "/dev/null", stderrPath: scratch.appendingPathComponent("bash-n").path)
         XCTAssertEqual(check.waitForExit().status, 0, ChildProcess.readFile(scratch.appendingPathComponent("bash-n").path))
         try assertUsageError(["completion", "tcsh"], mentions: "SHELL must be bash, zsh or fish, not 'tcsh'")
         for command in commands {
@@ -297,13 +311,15 @@ final class RestDemoTests: MockServerTestCase {
     func testServeWithStubsAnswersFromTheFile() throws {
         let stubs = scratch.appendingPathComponent("stubs.json")
         try Data([0xFF, 0xD8, 0xFF]).write(to: scratch.appendingPathComponent("tiny.jpg"))
-        try Data("""
-        [
-          {"method": "GET", "path": "/v1/users/*", "status": 200, "headers": {"X-Fixture": "yes"}, "body": {"id": 1, "name": "Ann"}},
-          {"path": "/v1/avatar", "bodyFile": "tiny.jpg", "headers": {"Content-Type": "image/jpeg"}},
-          {"path": "/v1/hello", "body": "hi there", "status": 201}
-        ]
-        """.utf8).write(to: stubs)
+        try Data(
+            """
+            [
+              {"method": "GET", "path": "/v1/users/*", "status": 200, "headers": {"X-Fixture": "yes"}, "body": {"id": 1, "name": "Ann"}},
+              {"path": "/v1/avatar", "bodyFile": "tiny.jpg", "headers": {"Content-Type": "image/jpeg"}},
+              {"path": "/v1/hello", "body": "hi there", "status": 201}
+            ]
+            """.utf8
+        ).write(to: stubs)
         let (child, base, finished, outcome) = try startServe(["serve", "--stubs", stubs.path], expecting: "with 3 stubs")
         var results = send(.get, "/v1/users/7", using: nil, base: base)
         XCTAssertEqual(results.data, Data(#"{"id":1,"name":"Ann"}"#.utf8))
@@ -324,15 +340,17 @@ final class RestDemoTests: MockServerTestCase {
         let cases: [(String, String)] = [
             ("[\n  {\"path\": \"/a\"},\n  {\"path\": x}\n]", "stubs.json:3: not valid JSON"),
             ("{\"path\": \"/a\"}", "stubs.json:1: the file must be a JSON array of stubs"),
-            ("[\n  {\"path\": \"/a\"},\n\n  {\"path\": \"/b\", \"fault\": \"explode\"}\n]",
-             "stubs.json:4: stub 2: unknown fault 'explode' (one of closeWithoutResponse, closeAfterHeaders, closeMidBody, resetConnection, noResponse)"),
+            (
+                "[\n  {\"path\": \"/a\"},\n\n  {\"path\": \"/b\", \"fault\": \"explode\"}\n]",
+                "stubs.json:4: stub 2: unknown fault 'explode' (one of closeWithoutResponse, closeAfterHeaders, closeMidBody, resetConnection, noResponse)"
+            ),
             ("[{\"path\": \"a\"}]", "stubs.json:1: stub 1: 'path' must be a string starting with /"),
             ("[{\"path\": \"/a\", \"status\": 1000}]", "stubs.json:1: stub 1: 'status' must be from 100 to 599, not 1000"),
             ("[{\"path\": \"/a\", \"headers\": {\"Bad Name\": \"v\"}}]", "stubs.json:1: stub 1: header name 'Bad Name' is not a valid token"),
             ("[{\"path\": \"/a\", \"headers\": {\"X\": \"a\\r\\nb\"}}]", "stubs.json:1: stub 1: the value of header 'X' contains CR, LF or NUL"),
             ("[{\"path\": \"/a\", \"colour\": 1}]", "stubs.json:1: stub 1: unknown key 'colour'"),
             ("[{\"path\": \"/a\", \"delay\": \"soon\"}]", "stubs.json:1: stub 1: 'delay' must be a number"),
-            ("[{\"path\": \"/a\", \"bodyFile\": \"missing.bin\"}]", "stubs.json:1: stub 1: cannot read bodyFile"),
+            ("[{\"path\": \"/a\", \"bodyFile\": \"missing.bin\"}]", "stubs.json:1: stub 1: cannot read bodyFile")
         ]
         let file = scratch.appendingPathComponent("stubs.json")
         for (text, message) in cases {
@@ -347,15 +365,21 @@ final class RestDemoTests: MockServerTestCase {
     }
 
     /// Starts `restdemo serve …` and waits until it says it listens (and `expecting`); returns its URL.
-    private func startServe(_ arguments: [String], expecting: String = "listening on")
-        throws -> (ChildProcess, String, XCTestExpectation, ResultBox<ChildProcess.Outcome>) {
+    private func startServe(
+        _ arguments: [String], expecting: String = "listening on"
+    )
+        throws -> (ChildProcess, String, XCTestExpectation, ResultBox<ChildProcess.Outcome>)
+    {
         let binary = try XCTUnwrap(Self.restdemoBinary)
         let outPath = scratch.appendingPathComponent("serve-out-\(UUID().uuidString)").path
-        let child = try ChildProcess(path: binary.path, arguments: arguments, environment: ProcessInfo.processInfo.environment,
-                                     stdoutPath: outPath, stderrPath: "/dev/null")
+        let child = try ChildProcess(
+            path: binary.path, arguments: arguments, environment: ProcessInfo.processInfo.environment,
+            stdoutPath: outPath, stderrPath: "/dev/null")
         let finished = expectation(description: "serve stopped")
         let outcome = ResultBox<ChildProcess.Outcome>()
-        DispatchQueue.global().async { outcome.set(child.waitForExit()); finished.fulfill() }
+        DispatchQueue.global().async {
+            outcome.set(child.waitForExit()); finished.fulfill()
+        }
         let listening = expectation(for: NSPredicate { _, _ in ChildProcess.readFile(outPath).contains("listening on") }, evaluatedWith: nil)
         wait(for: [listening], timeout: 30)
         let firstLine = ChildProcess.readFile(outPath)
@@ -368,7 +392,9 @@ final class RestDemoTests: MockServerTestCase {
         let (child, base, finished, outcome) = try startServe(["serve", "--page-size", "3"])
         let done = expectation(description: "request to serve")
         let box = ResultBox<Data?>()
-        rest.getData(fromURL: URL(string: base + "/api/users")!) { box.set($0); done.fulfill() }
+        rest.getData(fromURL: URL(string: base + "/api/users")!) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 10)
         XCTAssertTrue(String(decoding: (box.value ?? nil) ?? Data(), as: UTF8.self).contains(#""per_page":3"#))
         child.interrupt()

@@ -47,8 +47,10 @@ final class RestDemoTransferTests: MockServerTestCase {
     func testUploadStreamsTheFileAndPrintsTheAnswer() throws {
         let file = scratch.appendingPathComponent("photo.jpg")
         try Data("not really a jpeg".utf8).write(to: file)
-        let run = try restdemo(["upload", file.path, "/_test/upload", "--method", "PUT",
-                                "--content-type", "image/jpeg", "--quiet"])
+        let run = try restdemo([
+            "upload", file.path, "/_test/upload", "--method", "PUT",
+            "--content-type", "image/jpeg", "--quiet"
+        ])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stdout, "HTTP 200\n{\"method\":\"PUT\",\"bytes\":17,\"fnv1a64\":\"886d974ddbafbdb4\",\"contentType\":\"image/jpeg\"}\n")
     }

@@ -111,7 +111,9 @@ final class RetryPolicyTests: MockServerTestCase {
         let box = ResultBox<RestManager.Results>()
         let events = ResultBox<String>()
         rest.eventHandler = { events.set("\($0)") }
-        let handle = rest.makeRequest(toURL: url("/x"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+        let handle = rest.makeRequest(toURL: url("/x"), withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         let retrying = expectation(for: NSPredicate { _, _ in events.all.contains { $0.hasPrefix("retrying") } }, evaluatedWith: nil)
         wait(for: [retrying], timeout: 5)
         handle.cancel()
@@ -132,7 +134,9 @@ final class RetryPolicyTests: MockServerTestCase {
         XCTAssertNil(policy.delay(beforeRetry: 11, after: failed, method: .get))
         XCTAssertNil(policy.delay(beforeRetry: 1, after: failed, method: .post))
         XCTAssertNil(policy.delay(beforeRetry: 1, after: RestManager.Results(withError: RestManager.CustomError.cancelled), method: .get))
-        XCTAssertNil(policy.delay(beforeRetry: 1, after: RestManager.Results(withError: RestManager.CustomError.transport(URLError(.cancelled))), method: .get))
+        XCTAssertNil(
+            policy.delay(beforeRetry: 1, after: RestManager.Results(withError: RestManager.CustomError.transport(URLError(.cancelled))), method: .get)
+        )
     }
 
     func testEventsTellEachAttemptRetryAndTheEndOnceOnOneLineWithSecretsRedacted() {

@@ -15,9 +15,13 @@ final class ReviewFindingsTests: MockServerTestCase {
         rest.httpBody = body.encoded()
         let echo = try echo(send(.post, "/_test/echo"))
         XCTAssertEqual(echo.header("Content-Type"), "multipart/form-data; boundary=caller-boundary")
-        XCTAssertEqual(echo.bodyData, Data("--caller-boundary\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday\r\n".utf8)
-                       + Data("--caller-boundary\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
-                       + Data([0, 1, 2]) + Data("\r\n--caller-boundary--\r\n".utf8))
+        XCTAssertEqual(
+            echo.bodyData,
+            Data("--caller-boundary\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday\r\n".utf8)
+                + Data(
+                    "--caller-boundary\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                        .utf8)
+                + Data([0, 1, 2]) + Data("\r\n--caller-boundary--\r\n".utf8))
     }
 
     func testRepeatedKeysAreSentInOrder() throws {
@@ -52,7 +56,8 @@ final class ReviewFindingsTests: MockServerTestCase {
     }
 
     func testEntitiesAreEqualOnlyWithTheSamePairsInOrderAndTheSameKeyComparison() {
-        var first = RestManager.RestEntity(), second = RestManager.RestEntity()
+        var first = RestManager.RestEntity()
+        var second = RestManager.RestEntity()
         first.add(value: "1", forKey: "a")
         second.add(value: "1", forKey: "a")
         XCTAssertEqual(first, second)
@@ -82,8 +87,10 @@ final class ReviewFindingsTests: MockServerTestCase {
     func testRedirectsToGetDropEveryBodyHeader() throws {
         for code in [301, 302, 303] {
             rest.requestHttpHeaders = RestManager.RestEntity()
-            for (name, value) in [("Content-Type", "text/plain"), ("Content-Encoding", "identity"), ("Content-Language", "en"),
-                                  ("Content-Location", "/doc"), ("X-Kept", "yes")] {
+            for (name, value) in [
+                ("Content-Type", "text/plain"), ("Content-Encoding", "identity"), ("Content-Language", "en"),
+                ("Content-Location", "/doc"), ("X-Kept", "yes")
+            ] {
                 rest.requestHttpHeaders.add(value: value, forKey: name)
             }
             rest.httpBody = Data("payload".utf8)
@@ -132,7 +139,10 @@ final class ReviewFindingsTests: MockServerTestCase {
         rest.urlQueryParameters.add(value: "2", forKey: "page")
         let target = URL(string: "http://alice:s3cret@example.com/x?token=t0")!
         let line = try rest.curlCommand(forURL: target, withHttpMethod: .get)
-        XCTAssertTrue(line.hasPrefix("curl 'http://alice:<redacted>@example.com/x?token=<redacted>&api_key=<redacted>&access_token=<redacted>&password=<redacted>&page=2'"), line)
+        XCTAssertTrue(
+            line.hasPrefix(
+                "curl 'http://alice:<redacted>@example.com/x?token=<redacted>&api_key=<redacted>&access_token=<redacted>&password=<redacted>&page=2'"),
+            line)
         for secret in ["s3cret", "t0", "k1", "t1", "p1"] { XCTAssertFalse(line.contains(secret), secret) }
         let revealed = try rest.curlCommand(forURL: target, withHttpMethod: .get, revealingSecrets: true)
         XCTAssertTrue(revealed.contains("alice:s3cret@") && revealed.contains("token=t0"), revealed)
@@ -188,12 +198,17 @@ final class ReviewFindingsTests: MockServerTestCase {
     func testIPv6LiteralHostsFailWithTheReason() {
         let done = expectation(description: "failed")
         let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: URL(string: "http://[::1]:\(server.port)/_test/echo")!, withHttpMethod: .get) { box.set($0); done.fulfill() }
+        rest.makeRequest(toURL: URL(string: "http://[::1]:\(server.port)/_test/echo")!, withHttpMethod: .get) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 10)
         guard case .invalidURL(_, let reason) = box.value?.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: box.value?.error))")
         }
-        XCTAssertEqual(reason, "FoundationNetworking cannot connect to IPv6 literal hosts (swift-corelibs-foundation #5496, error -1000); use a host name such as localhost")
+        XCTAssertEqual(
+            reason,
+            "FoundationNetworking cannot connect to IPv6 literal hosts (swift-corelibs-foundation #5496, error -1000); use a host name such as localhost"
+        )
         XCTAssertEqual(server.handledRequestCount, 0)
     }
     #endif

@@ -28,9 +28,11 @@ final class StressTests: MockServerTestCase {
         let heapBefore = heap_statistics_live_bytes()
         let ledger = Ledger(count: total)
         let group = DispatchGroup()
-        let paths = ["/_test/echo", "/api/users", "/api/users/2", "/_test/status/500", "/_test/close-before-response",
-                     "/_test/close-mid-body", "/_test/garbage", "/_test/redirect/302?to=/api/users/3",
-                     "/_test/delay?seconds=0.02", "/_test/bytes/20000", "/api/users?page=2"]
+        let paths = [
+            "/_test/echo", "/api/users", "/api/users/2", "/_test/status/500", "/_test/close-before-response",
+            "/_test/close-mid-body", "/_test/garbage", "/_test/redirect/302?to=/api/users/3",
+            "/_test/delay?seconds=0.02", "/_test/bytes/20000", "/api/users?page=2"
+        ]
         let base = server.baseURL.absoluteString
         do {
             let plain = RestManager()

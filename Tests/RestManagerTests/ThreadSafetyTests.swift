@@ -44,7 +44,7 @@ final class ThreadSafetyTests: MockServerTestCase {
         let inner = ResultBox<RestManager.Results>()
         let waited = ResultBox<DispatchTimeoutResult>()
         let manager = try XCTUnwrap(rest)
-        manager.timeoutInterval = 60 // longer than the wait below: only a stalled queue could fail it
+        manager.timeoutInterval = 60  // longer than the wait below: only a stalled queue could fail it
         let target = url("/_test/echo")
         manager.makeRequest(toURL: target, withHttpMethod: .get) { _ in
             let finished = DispatchSemaphore(value: 0)
@@ -164,7 +164,9 @@ final class ThreadSafetyTests: MockServerTestCase {
         do {
             let manager = RestManager()
             weakManager = manager
-            manager.makeRequest(toURL: url("/_test/delay?seconds=0.3"), withHttpMethod: .get) { box.set($0); done.fulfill() }
+            manager.makeRequest(toURL: url("/_test/delay?seconds=0.3"), withHttpMethod: .get) {
+                box.set($0); done.fulfill()
+            }
         }
         wait(for: [done], timeout: 10)
         XCTAssertEqual(box.value?.statusCode, 200)

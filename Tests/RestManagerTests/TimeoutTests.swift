@@ -41,7 +41,9 @@ final class TimeoutTests: MockServerTestCase {
         rest.timeoutInterval = 30
         let done = expectation(description: "timed out")
         let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: 0.3) { box.set($0); done.fulfill() }
+        rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: 0.3) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 5)
         guard case .timedOut = box.value?.error as? RestManager.CustomError else { return XCTFail("\(String(describing: box.value?.error))") }
     }

@@ -24,8 +24,10 @@ final class UploadTests: MockServerTestCase {
         return url
     }
 
-    private func upload(_ file: URL, to path: String, method: RestManager.HttpMethod = .post,
-                        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil) -> RestManager.Results? {
+    private func upload(
+        _ file: URL, to path: String, method: RestManager.HttpMethod = .post,
+        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil
+    ) -> RestManager.Results? {
         let done = expectation(description: "upload")
         let box = ResultBox<RestManager.Results>()
         rest.upload(fileAt: file, toURL: url(path), withHttpMethod: method, progress: progress) { results in
@@ -38,13 +40,15 @@ final class UploadTests: MockServerTestCase {
 
     func testEmptyAndOneHundredMebibyteFilesArriveWhole() throws {
         let empty = try XCTUnwrap(upload(try file("empty.bin", Data()), to: "/_test/upload"))
-        XCTAssertEqual(try empty.decode(Receipt.self),
-                       Receipt(method: "POST", bytes: 0, fnv1a64: "cbf29ce484222325", contentType: "application/octet-stream"))
+        XCTAssertEqual(
+            try empty.decode(Receipt.self),
+            Receipt(method: "POST", bytes: 0, fnv1a64: "cbf29ce484222325", contentType: "application/octet-stream"))
         let size = DownloadTests.largeSize
         let large = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
         let results = try XCTUnwrap(upload(try file("large.bin", large), to: "/_test/upload", method: .put))
-        XCTAssertEqual(try results.decode(Receipt.self),
-                       Receipt(method: "PUT", bytes: size, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
+        XCTAssertEqual(
+            try results.decode(Receipt.self),
+            Receipt(method: "PUT", bytes: size, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
     }
 
     func testTheContentLengthIsTheFileSizeAndTheManagersContentTypeWins() throws {
@@ -115,7 +119,9 @@ final class UploadTests: MockServerTestCase {
         let contentType = try XCTUnwrap(echo.header("Content-Type"))
         XCTAssertTrue(contentType.hasPrefix("multipart/form-data; boundary="), contentType)
         let boundary = String(contentType.dropFirst("multipart/form-data; boundary=".count))
-        XCTAssertEqual(echo.bodyText, """
+        XCTAssertEqual(
+            echo.bodyText,
+            """
             --\(boundary)\r
             Content-Disposition: form-data; name="title"\r
             \r
@@ -179,7 +185,8 @@ final class UploadTests: MockServerTestCase {
     func testMakeURLRequestShowsAFileAddedByURLInTheBody() throws {
         rest.addFile(at: try file("n.txt", Data("xyz".utf8)), fieldName: "doc", mimeType: "text/plain")
         let request = try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post)
-        XCTAssertTrue(String(decoding: request.httpBody ?? Data(), as: UTF8.self)
-            .contains("filename=\"n.txt\"\r\nContent-Type: text/plain\r\n\r\nxyz\r\n"))
+        XCTAssertTrue(
+            String(decoding: request.httpBody ?? Data(), as: UTF8.self)
+                .contains("filename=\"n.txt\"\r\nContent-Type: text/plain\r\n\r\nxyz\r\n"))
     }
 }

@@ -43,7 +43,7 @@ final class UserServiceTests: XCTestCase {
 
     override func setUpWithError() throws {
         var configuration = MockServer.Configuration()
-        configuration.servesReqres = false // only what each test defines answers
+        configuration.servesReqres = false  // only what each test defines answers
         server = MockServer(configuration: configuration)
         try server.start()
         service = UserService(baseURL: server.baseURL)

@@ -15,7 +15,9 @@ final class ValueRequestTests: MockServerTestCase {
     private func sendValue(_ request: RestManager.Request, using manager: RestManager? = nil) -> RestManager.Results {
         let done = expectation(description: "value request")
         let box = ResultBox<RestManager.Results>()
-        (manager ?? rest).makeRequest(request) { box.set($0); done.fulfill() }
+        (manager ?? rest).makeRequest(request) {
+            box.set($0); done.fulfill()
+        }
         wait(for: [done], timeout: 15)
         return box.value ?? RestManager.Results(withError: RestManager.CustomError.failedToCreateRequest)
     }
@@ -64,9 +66,13 @@ final class ValueRequestTests: MockServerTestCase {
         request.addFile(Data([1, 2]), fieldName: "photo", fileName: "a.bin", mimeType: "application/octet-stream")
         let echo = try echo(sendValue(request))
         let boundary = try XCTUnwrap(echo.header("Content-Type")?.components(separatedBy: "boundary=").last)
-        XCTAssertEqual(echo.bodyData, Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday\r\n".utf8)
-                       + Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
-                       + Data([1, 2]) + Data("\r\n--\(boundary)--\r\n".utf8))
+        XCTAssertEqual(
+            echo.bodyData,
+            Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday\r\n".utf8)
+                + Data(
+                    "--\(boundary)\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"a.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                        .utf8)
+                + Data([1, 2]) + Data("\r\n--\(boundary)--\r\n".utf8))
     }
 
     func testAThousandValueRequestsFromSixteenThreadsArriveExactlyAsBuilt() throws {
@@ -77,7 +83,7 @@ final class ValueRequestTests: MockServerTestCase {
         let concurrency = Concurrency()
         server.stub(path: "/_test/echo") { request in
             concurrency.enter()
-            usleep(2000) // simulated server work, not synchronisation
+            usleep(2000)  // simulated server work, not synchronisation
             concurrency.leave()
             return MockServer.Response(status: 200, body: request.body)
         }
@@ -123,13 +129,17 @@ final class ValueRequestTests: MockServerTestCase {
         var request = RestManager.Request(.put, url: URL(string: "api/users/2?token=abc")!)
         request.headers.add(value: "Bearer t", forKey: "Authorization")
         request.body = Data("x".utf8)
-        XCTAssertEqual(try rest.curlCommand(for: request),
-                       "curl -X PUT '\(server.baseURL.absoluteString)/api/users/2?token=<redacted>' -H 'Accept: */*' -H 'Authorization: <redacted>' -H 'Content-Type: application/octet-stream' -H 'User-Agent: RestManager/2.0' --data-binary 'x'")
+        XCTAssertEqual(
+            try rest.curlCommand(for: request),
+            "curl -X PUT '\(server.baseURL.absoluteString)/api/users/2?token=<redacted>' -H 'Accept: */*' -H 'Authorization: <redacted>' -H 'Content-Type: application/octet-stream' -H 'User-Agent: RestManager/2.0' --data-binary 'x'"
+        )
         var slow = RestManager.Request(url: URL(string: "_test/hang")!)
         slow.timeoutInterval = 0.3
         let started = Date()
         let results = await rest.makeRequest(slow)
-        guard case .timedOut(_, let after)? = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+        guard case .timedOut(_, let after)? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
         XCTAssertEqual(after, 0.3)
         XCTAssertLessThan(Date().timeIntervalSince(started), 2)
     }
@@ -141,7 +151,11 @@ final class Concurrency: @unchecked Sendable {
     private var current = 0
     private var highest = 0
 
-    func enter() { lock.withLock { current += 1; highest = max(highest, current) } }
+    func enter() {
+        lock.withLock {
+            current += 1; highest = max(highest, current)
+        }
+    }
     func leave() { lock.withLock { current -= 1 } }
     var peak: Int { lock.withLock { highest } }
 }

@@ -42,8 +42,10 @@ class MockServerTestCase: XCTestCase {
     /// Calls `makeRequest` and waits for its completion, failing the test if it never comes.
     /// `base` sends to another server than the fixture's (e.g. `http://127.0.0.1:8080`).
     @discardableResult
-    func send(_ method: RestManager.HttpMethod, _ path: String, using manager: RestManager? = nil, base: String? = nil,
-              timeout: TimeInterval = 15, file: StaticString = #filePath, line: UInt = #line) -> RestManager.Results {
+    func send(
+        _ method: RestManager.HttpMethod, _ path: String, using manager: RestManager? = nil, base: String? = nil,
+        timeout: TimeInterval = 15, file: StaticString = #filePath, line: UInt = #line
+    ) -> RestManager.Results {
         let done = expectation(description: "\(method) \(path)")
         let box = ResultBox<RestManager.Results>()
         let target = base.flatMap { URL(string: $0 + path) } ?? url(path)
@@ -85,8 +87,10 @@ class MockServerTestCase: XCTestCase {
 
     /// The built restdemo next to the test bundle (swift test builds it).
     static var restdemoBinary: URL? {
-        let candidates = [Bundle.main.bundleURL, Bundle(for: MockServerTestCase.self).bundleURL.deletingLastPathComponent(),
-                          URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+        let candidates = [
+            Bundle.main.bundleURL, Bundle(for: MockServerTestCase.self).bundleURL.deletingLastPathComponent(),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        ]
         return candidates.map { $0.appendingPathComponent("restdemo") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }
 
@@ -97,8 +101,10 @@ class MockServerTestCase: XCTestCase {
     /// files (not pipes) and the test waits for the process to end, so nothing can block on a full pipe.
     /// (posix_spawn, not Foundation's Process: on Linux a Process object is never freed, which
     /// LeakSanitizer would report against the tests.)
-    func restdemo(_ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
-                  file: StaticString = #filePath, line: UInt = #line) throws -> Run {
+    func restdemo(
+        _ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> Run {
         let binary = try XCTUnwrap(Self.restdemoBinary, "build restdemo first (swift build)", file: file, line: line)
         var processEnvironment = ProcessInfo.processInfo.environment
         processEnvironment["XDG_CACHE_HOME"] = scratch.appendingPathComponent("cache").path
@@ -110,9 +116,10 @@ class MockServerTestCase: XCTestCase {
         processEnvironment.merge(environment) { _, new in new }
         let outPath = scratch.appendingPathComponent("out-\(UUID().uuidString)").path
         let errPath = scratch.appendingPathComponent("err-\(UUID().uuidString)").path
-        let child = try ChildProcess(path: binary.path,
-                                     arguments: (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments,
-                                     environment: processEnvironment, stdoutPath: outPath, stderrPath: errPath)
+        let child = try ChildProcess(
+            path: binary.path,
+            arguments: (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments,
+            environment: processEnvironment, stdoutPath: outPath, stderrPath: errPath)
         let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
         let outcome = ResultBox<ChildProcess.Outcome>()
         DispatchQueue.global().async {
@@ -125,8 +132,9 @@ class MockServerTestCase: XCTestCase {
             XCTFail("restdemo did not finish", file: file, line: line)
         }
         let result = outcome.value ?? ChildProcess.Outcome(status: -1, signal: 0)
-        return Run(status: result.status, crashed: result.signal != 0,
-                   stdout: ChildProcess.readFile(outPath), stderr: ChildProcess.readFile(errPath))
+        return Run(
+            status: result.status, crashed: result.signal != 0,
+            stdout: ChildProcess.readFile(outPath), stderr: ChildProcess.readFile(errPath))
     }
 }
 
@@ -247,7 +255,8 @@ final class RawClient {
         let text = String(decoding: buffer, as: UTF8.self)
         guard let headEnd = text.range(of: "\r\n\r\n") else { return nil }
         let head = String(text[..<headEnd.lowerBound])
-        let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+        let length =
+            head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
             .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
         let headBytes = Array(text[..<headEnd.upperBound].utf8).count
         guard buffer.count >= headBytes + length else { return nil }
