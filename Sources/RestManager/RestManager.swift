@@ -188,9 +188,7 @@ public final class RestManager: @unchecked Sendable {
     @discardableResult
     public func loadData(fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
         let snapshot = withState { $0.forPlainDownload() }
-        return perform(Request(.get, url: url), snapshot: snapshot) { results in
-            completion(results.validated(results.data ?? Data()))
-        }
+        return perform(Request(.get, url: url), snapshot: snapshot) { completion($0.validated($0.data ?? Data())) }
     }
 
     // MARK: - Public API: async calls
@@ -284,8 +282,8 @@ public final class RestManager: @unchecked Sendable {
     /// not its query or body) and calls `completion` once, on `callbackQueue`.
     ///
     /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx is
-    /// `.unacceptableStatusCode` with its first 64 KiB). The next call to the same destination resumes an interrupted
-    /// `.part` with `Range` and `If-Range`, or starts over when the server's file changed.
+    /// `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding memory;
+    /// the next call to the same destination resumes an interrupted `.part`, or starts over when the server's file changed.
     /// ```swift
     /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
     /// ```
@@ -296,9 +294,7 @@ public final class RestManager: @unchecked Sendable {
     ) -> RequestHandle {
         var request = Request(.get, url: url)
         request.destination = destination
-        return perform(request, snapshot: withState { $0 }, progress: progress) { results in
-            completion(results.validated(destination))
-        }
+        return perform(request, snapshot: withState { $0 }, progress: progress) { completion($0.validated(destination)) }
     }
 
     /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
@@ -502,9 +498,7 @@ public final class RestManager: @unchecked Sendable {
         /// Throws the request's error, or `CustomError.unacceptableStatusCode` for a non-2xx answer.
         public func validate() throws {
             if let error { throw error }
-            guard let statusCode, (200..<300).contains(statusCode) else {
-                throw CustomError.unacceptableStatusCode(statusCode ?? 0, body: data ?? Data())
-            }
+            guard isSuccess else { throw CustomError.unacceptableStatusCode(statusCode ?? 0, body: data ?? Data()) }
         }
 
         /// `value` after a 2xx answer, else what `validate()` throws.
@@ -1403,7 +1397,12 @@ public final class RestManager: @unchecked Sendable {
         private var output: FileStream?
         private var sentValidator: String?
         private var offset: Int64 = 0, written: Int64 = 0, total: Int64?
-        private var restarted = false
+        /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator that keeps
+        /// windows from mixing versions, or as a 416: an empty file); `continues`: whether another window follows this one.
+        private var restarted = false, continues = false, windowed = true
+        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network piles chunks
+        /// up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
+        static let window: Int64 = 8 << 20
 
         /// Checks the destination and creates its missing parent folders.
         init(destination: URL) throws {
@@ -1426,8 +1425,9 @@ public final class RestManager: @unchecked Sendable {
             close()
             let size = FileStream.size(partial) ?? 0
             let validator = size > 0 ? (try? String(contentsOf: validatorFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 } : nil
-            (offset, written, total, sentValidator) = (validator == nil ? 0 : size, 0, nil, validator)
-            request.setValue(validator.map { _ in "bytes=\(size)-" }, forHTTPHeaderField: "Range")
+            (offset, written, total, sentValidator, continues) = (validator == nil ? 0 : size, 0, nil, validator, false)
+            let last = windowed ? String(offset + Self.window - 1) : ""
+            request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
             request.setValue(validator, forHTTPHeaderField: "If-Range")
             // Ranges count the bytes as sent, and the file must be those bytes.
             request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
@@ -1441,18 +1441,23 @@ public final class RestManager: @unchecked Sendable {
             let validator =
                 response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
+            let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
+            if windowed, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
+                windowed = false
+                return .restart
+            }
             if status == 206 || (status == 416 && sentValidator != nil) {
-                let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
                 // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
                 let echoed = response.value(forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
-                guard status == 206, let range, range.start == offset, sentValidator != nil, echoed == nil || echoed == sentValidator else {
+                guard status == 206, let range, range.start == offset, sentValidator == nil || echoed == nil || echoed == sentValidator else {
                     if restarted { return .unusable }
                     restarted = true
                     for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
                     return .restart
                 }
-                total = range.total
-                output = try FileStream(writingTo: partial, append: true)
+                (total, continues) = (range.total, windowed)
+                output = try FileStream(writingTo: partial, append: offset > 0)
+                if sentValidator == nil { try FileStream(writingTo: validatorFile, append: false).write(Data((validator ?? "").utf8)) }
                 return .writing
             }
             guard (200..<300).contains(status) else { return .inMemory }
@@ -1467,12 +1472,14 @@ public final class RestManager: @unchecked Sendable {
             written += Int64(data.count)
         }
 
-        /// Closes the partial file and moves it to the destination in one atomic rename.
-        func complete() throws {
+        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one atomic rename.
+        func complete() throws -> Bool {
             guard isWriting else { throw CustomError.invalidResponse }
             close()
+            if continues, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             try? FileManager.default.removeItem(at: validatorFile)
+            return true
         }
 
         func close() { output = nil }  // FileStream closes its file when released
@@ -1776,7 +1783,7 @@ public final class RestManager: @unchecked Sendable {
                 return redirect(from: http, to: location)
             }
             if let download = transfer.download, (200..<300).contains(http.statusCode) {
-                do { try lock.withLock { try download.complete() } } catch { return fail(error) }
+                do { if try !lock.withLock({ try download.complete() }) { return send(lock.withLock { request }) } } catch { return fail(error) }
             }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }

@@ -54,13 +54,77 @@ final class DownloadTests: MockServerTestCase {
         let large = destination("large.bin")
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/\(Self.largeSize)", to: large, timeout: 300)).get())
         XCTAssertEqual(try Data(contentsOf: large), pattern(0..<Self.largeSize))
-        XCTAssertEqual(requests(to: "/_test/files/1"), [ReceivedRequestSummary(range: nil, ifRange: nil, acceptEncoding: "identity")])
+        XCTAssertEqual(requests(to: "/_test/files/1"), [ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity")])
+        // An empty file has no first window (416): it is asked for whole.
+        XCTAssertEqual(requests(to: "/_test/files/0").map(\.range), ["bytes=0-8388607", nil])
+    }
+
+    /// Each request asks for one 8 MiB window, the later ones only if the file is unchanged, so what waits in memory
+    /// for the disk is bounded.
+    func testALargeFileArrivesInWindowsOfEightMebibytes() throws {
+        let target = destination()
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/20000000", to: target, timeout: 60) { reports.set($0) }).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<20_000_000))
+        XCTAssertEqual(
+            requests(to: "/_test/files/20000000"),
+            [
+                ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity"),
+                ReceivedRequestSummary(range: "bytes=8388608-16777215", ifRange: "\"20000000-v1\"", acceptEncoding: "identity"),
+                ReceivedRequestSummary(range: "bytes=16777216-25165823", ifRange: "\"20000000-v1\"", acceptEncoding: "identity")
+            ])
+        XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 20_000_000, totalBytes: 20_000_000))
+        XCTAssertEqual(reports.all.map(\.completedBytes), reports.all.map(\.completedBytes).sorted())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + ".validator"))
+    }
+
+    /// Stubs `path` as a 10,000,000-byte file served in ranges whatever `If-Range` says; the nth request (from 1) gets
+    /// version `version(n)`, whose ETag is `"vN"` and whose bytes are all N.
+    private func stubChangingFile(_ path: String, version: @escaping @Sendable (Int) -> UInt8) {
+        let served = ResultBox<Bool>()  // the requests are sequential: one window at a time
+        server.stub(path: path) { request in
+            served.set(true)
+            let number = version(served.count)
+            let first = Int(request.header("Range")?.dropFirst(6).prefix { $0 != "-" } ?? "") ?? 0
+            let count = min(10_000_000 - first, 8_388_608)
+            return MockServer.Response(
+                status: 206, headers: [("ETag", "\"v\(number)\""), ("Content-Range", "bytes \(first)-\(first + count - 1)/10000000")],
+                body: Data(repeating: number, count: count))
+        }
+    }
+
+    private func rangesAndValidators(to path: String) -> [[String?]] {
+        server.receivedRequests.filter { $0.path == path }.map { [$0.header("Range"), $0.header("If-Range")] }
+    }
+
+    /// A server that honours Range but not If-Range, whose file changes after the first window: that window is not
+    /// continued with the new version's bytes; the download starts over and the file is the new version whole.
+    func testAFileThatChangesBetweenWindowsStartsOver() throws {
+        stubChangingFile("/changing") { $0 == 1 ? 1 : 2 }
+        let target = destination()
+        XCTAssertNoThrow(try XCTUnwrap(download("/changing", to: target, timeout: 60)).get())
+        XCTAssertEqual(try Data(contentsOf: target), Data(repeating: 2, count: 10_000_000))
+        XCTAssertEqual(
+            rangesAndValidators(to: "/changing"),
+            [["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v2\""]])
+    }
+
+    /// A file that changes on every request cannot be downloaded: it starts over once, then fails, at once.
+    func testAFileThatKeepsChangingFailsAfterStartingOverOnce() throws {
+        stubChangingFile("/restless") { UInt8($0 % 250) }
+        rest.timeoutInterval = 10  // starting over again and again would end here
+        let target = destination()
+        guard case .failure(.invalidResponse)? = download("/restless", to: target, timeout: 60) else { return XCTFail("not .invalidResponse") }
+        XCTAssertEqual(
+            rangesAndValidators(to: "/restless"),
+            [["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v3\""]])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
     }
 
     func testAnUnknownLengthArrivesAndItsFinalProgressHasTheSize() throws {
         let target = destination()
         let reports = ResultBox<RestManager.TransferProgress>()
-        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/300000?chunked=1", to: target) { reports.set($0) }).get())
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/300000?chunked=1&ignoreRange=1", to: target) { reports.set($0) }).get())
         XCTAssertEqual(try Data(contentsOf: target), pattern(0..<300_000))
         XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 300_000, totalBytes: 300_000))
         XCTAssertTrue(reports.all.dropLast().allSatisfy { $0.totalBytes == nil })
@@ -94,7 +158,7 @@ final class DownloadTests: MockServerTestCase {
             XCTAssertEqual(try Data(contentsOf: target), pattern(0..<size), "cut at \(cut)")
             XCTAssertEqual(
                 requests(to: "/_test/files/\(size)").last,
-                ReceivedRequestSummary(range: "bytes=\(cut)-", ifRange: "\"1000000-v1\"", acceptEncoding: "identity"))
+                ReceivedRequestSummary(range: "bytes=\(cut)-\(cut + 8_388_607)", ifRange: "\"1000000-v1\"", acceptEncoding: "identity"))
         }
     }
 
@@ -122,7 +186,21 @@ final class DownloadTests: MockServerTestCase {
     }
 
     func testAServerThatIgnoresRangeStartsOver() throws {
-        XCTAssertEqual(try cutThenDownloadAgain(againQuery: "?ignoreRange=1").last?.range, "bytes=5000-")
+        XCTAssertEqual(try cutThenDownloadAgain(againQuery: "?ignoreRange=1").last?.range, "bytes=5000-8393607")
+    }
+
+    /// Cut, then answered whole (200) and cut again: the third call resumes the second answer's bytes, with its validator.
+    func testADownloadInterruptedTwiceResumesFromTheSecondAnswer() throws {
+        let target = destination()
+        _ = download("/_test/files/200000?dropAfter=5000", to: target)
+        _ = download("/_test/files/200000?ignoreRange=1&dropAfter=7000", to: target)
+        XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<7000))
+        server.clearReceivedRequests()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(
+            requests(to: "/_test/files/200000"),
+            [ReceivedRequestSummary(range: "bytes=7000-8395607", ifRange: "\"200000-v1\"", acceptEncoding: "identity")])
     }
 
     func testAChangedFileStartsOver() throws {
@@ -131,15 +209,22 @@ final class DownloadTests: MockServerTestCase {
 
     /// A server that honours Range but not If-Range: its 206 with another ETag is not appended to.
     func testARangeOfAChangedFileIsNotAppended() throws {
-        XCTAssertEqual(try cutThenDownloadAgain(againQuery: "?version=2&ignoreIfRange=1").map(\.range), ["bytes=5000-", nil])
+        XCTAssertEqual(try cutThenDownloadAgain(againQuery: "?version=2&ignoreIfRange=1").map(\.range), ["bytes=5000-8393607", "bytes=0-8388607"])
     }
 
     func testTheLastModifiedDateIsTheValidatorWithoutAnETag() throws {
         XCTAssertEqual(try cutThenDownloadAgain(cutQuery: "&validators=date-only").last?.ifRange, "Wed, 15 Nov 2023 22:13:20 GMT")
     }
 
-    func testAFileWithoutValidatorsIsNeverResumed() throws {
-        XCTAssertEqual(try cutThenDownloadAgain(cutQuery: "&validators=none").last?.range, nil)
+    /// Without a validator a partial file is never resumed, and windows could mix two versions of a file: the first
+    /// window is dropped and the file asked for whole.
+    func testAFileWithoutValidatorsIsNeverResumedAndIsAskedForWhole() throws {
+        XCTAssertEqual(try cutThenDownloadAgain(cutQuery: "&validators=none").map(\.range), ["bytes=0-8388607"])
+        server.clearReceivedRequests()
+        let target = destination("whole.bin")
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000?validators=none", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
+        XCTAssertEqual(requests(to: "/_test/files/200000").map(\.range), ["bytes=0-8388607", nil])
     }
 
     /// A partial file longer than the server's file: 416, then one clean start.
@@ -150,7 +235,7 @@ final class DownloadTests: MockServerTestCase {
         try Data("\"1000-v1\"".utf8).write(to: URL(fileURLWithPath: partial(target).path + ".validator"))
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/1000", to: target)).get())
         XCTAssertEqual(try Data(contentsOf: target), pattern(0..<1000))
-        XCTAssertEqual(requests(to: "/_test/files/1000").map(\.range), ["bytes=2000-", nil])
+        XCTAssertEqual(requests(to: "/_test/files/1000").map(\.range), ["bytes=2000-8390607", "bytes=0-8388607"])
     }
 
     func testAnErrorStatusFailsAndLeavesTheExistingFileAlone() throws {

@@ -154,6 +154,9 @@ final class ReviewFindingsTests: MockServerTestCase {
         XCTAssertTrue(odd.hasPrefix("curl 'http://u:<redacted>@h:1/p?token=<redacted>&api_key=<redacted>&access_token"), odd)
         let timeout = RestManager.CustomError.timedOut(URL(string: "http://bob:pw@h/a?token=x&b=1")!, after: 1)
         XCTAssertEqual(timeout.localizedDescription, "The request to http://bob:<redacted>@h/a?token=<redacted>&b=1 timed out after 1.0 s.")
+        // Only the secret values change: empty pairs and the fragment stay as they were sent.
+        let sparse = RestManager.CustomError.timedOut(URL(string: "http://h/a?&b=1&&token=x&#f")!, after: 2)
+        XCTAssertEqual(sparse.localizedDescription, "The request to http://h/a?&b=1&&token=<redacted>&#f timed out after 2.0 s.")
     }
 
     func testRequestsWithOtherRedirectSettingsOrQueuesAreNotShared() {
