@@ -250,6 +250,16 @@ final class DownloadTests: MockServerTestCase {
     }
 
     /// Nothing is reported before a 2xx answer starts the file (here a 404 that takes 0.4 s).
+    /// An error answer's body is kept for the error up to its first 64 KiB.
+    func testAnErrorAnswersBodyIsKeptUpToSixtyFourKibibytes() throws {
+        let page = Data((0..<100_000).map { UInt8($0 % 199) })
+        server.stub(path: "/big-error", response: MockServer.Response(status: 500, body: page))
+        guard case .failure(.unacceptableStatusCode(500, let body))? = download("/big-error", to: destination()) else {
+            return XCTFail("a 500 did not fail")
+        }
+        XCTAssertEqual(body, page.prefix(65_536))
+    }
+
     func testNoProgressIsReportedForAnErrorAnswer() throws {
         var slow = MockServer.Response(status: 404, body: Data("gone".utf8))
         slow.delay = 0.4
@@ -259,6 +269,14 @@ final class DownloadTests: MockServerTestCase {
             return XCTFail("a 404 did not fail")
         }
         XCTAssertEqual(reports.all, [])
+    }
+
+    /// `maximumResponseSize` bounds bodies kept in memory; a file on disk may be larger.
+    func testTheResponseSizeLimitDoesNotApplyToAFileOnDisk() throws {
+        rest.maximumResponseSize = 10
+        let target = destination()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/100000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<100_000))
     }
 
     func testAFolderAsDestinationIsAnError() throws {
