@@ -606,10 +606,9 @@ public final class RestManager: @unchecked Sendable {
         /// True for `.cancelled`.
         public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
 
+        /// Every error the library passes here is a `CustomError` already (the transport makes its own of `URLError`s).
         static func wrap(_ error: Error) -> CustomError {
-            if let error = error as? CustomError { return error }
-            if let error = error as? URLError { return .transport(error) }
-            return .transport(URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
+            error as? CustomError ?? .transport(URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
         }
     }
 

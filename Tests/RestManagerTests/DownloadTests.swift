@@ -203,6 +203,18 @@ final class DownloadTests: MockServerTestCase {
             [ReceivedRequestSummary(range: "bytes=7000-8395607", ifRange: "\"200000-v1\"", acceptEncoding: "identity")])
     }
 
+    /// Cut before the first byte: an empty partial file is nothing to resume, so no `If-Range` goes.
+    func testADownloadCutBeforeItsFirstByteStartsFromNothing() throws {
+        let target = destination()
+        _ = download("/_test/files/3000?dropAfter=0", to: target)
+        XCTAssertEqual(try Data(contentsOf: partial(target)), Data())
+        server.clearReceivedRequests()
+        XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/3000", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<3000))
+        XCTAssertEqual(
+            requests(to: "/_test/files/3000"), [ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity")])
+    }
+
     func testAChangedFileStartsOver() throws {
         XCTAssertEqual(try cutThenDownloadAgain(againQuery: "?version=2").last?.ifRange, "\"200000-v1\"")
     }

@@ -28,6 +28,22 @@ final class QueryEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.rawQuery, "a=one%2B&c&b=two")
     }
 
+    /// A URL relative to another (`URL(string:relativeTo:)`) is resolved before the parameters are added.
+    func testParametersAreAddedToARelativeURL() throws {
+        rest.urlQueryParameters.add(value: "2", forKey: "page")
+        let relative = try XCTUnwrap(URL(string: "_test/echo?a=1", relativeTo: URL(string: server.baseURL.absoluteString + "/")))
+        let done = expectation(description: "relative")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(toURL: relative, withHttpMethod: .get) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 15)
+        let echo = try echo(try XCTUnwrap(box.value))
+        XCTAssertEqual(echo.path, "/_test/echo")
+        XCTAssertEqual(echo.rawQuery, "a=1&page=2")
+    }
+
     /// A fragment is never sent; with no parameters to add, the URL's own query goes exactly as written.
     func testAFragmentIsDroppedAndTheQueryLeftAlone() throws {
         XCTAssertEqual(try echo(send(.get, "/_test/echo?a=b#section")).rawQuery, "a=b")

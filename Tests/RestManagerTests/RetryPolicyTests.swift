@@ -139,6 +139,15 @@ final class RetryPolicyTests: MockServerTestCase {
         )
     }
 
+    /// Delays at the extremes (zero, negative, a negative maximum, minus infinity) mean "at once", never a trap.
+    func testZeroAndNegativeDelaysRetryAtOnce() {
+        let failed = RestManager.Results(withError: RestManager.CustomError.transport(URLError(.networkConnectionLost)))
+        for (initial, maximum) in [(0.0, 30.0), (-1.0, 30.0), (1.0, -5.0), (-Double.infinity, 30.0)] {
+            let policy = RestManager.RetryPolicy(initialDelay: initial, maximumDelay: maximum)
+            XCTAssertEqual(policy.delay(beforeRetry: 1, after: failed, method: .get)?.seconds, 0, "initial \(initial), maximum \(maximum)")
+        }
+    }
+
     func testEventsTellEachAttemptRetryAndTheEndOnceOnOneLineWithSecretsRedacted() {
         let events = ResultBox<String>()
         rest.eventHandler = { events.set($0.description) }
