@@ -203,16 +203,23 @@ final class DownloadTests: MockServerTestCase {
             [ReceivedRequestSummary(range: "bytes=7000-8395607", ifRange: "\"200000-v1\"", acceptEncoding: "identity")])
     }
 
-    /// Cut before the first byte: an empty partial file is nothing to resume, so no `If-Range` goes.
+    /// Cut before the first byte: an empty partial file is nothing to resume, so no `If-Range` goes; cut again later,
+    /// the third call resumes with the validator the second answer gave (written afresh, not added to the first).
     func testADownloadCutBeforeItsFirstByteStartsFromNothing() throws {
         let target = destination()
         _ = download("/_test/files/3000?dropAfter=0", to: target)
         XCTAssertEqual(try Data(contentsOf: partial(target)), Data())
         server.clearReceivedRequests()
+        _ = download("/_test/files/3000?dropAfter=1000", to: target)
+        XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<1000))
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/3000", to: target)).get())
         XCTAssertEqual(try Data(contentsOf: target), pattern(0..<3000))
         XCTAssertEqual(
-            requests(to: "/_test/files/3000"), [ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity")])
+            requests(to: "/_test/files/3000"),
+            [
+                ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity"),
+                ReceivedRequestSummary(range: "bytes=1000-8389607", ifRange: "\"3000-v1\"", acceptEncoding: "identity")
+            ])
     }
 
     func testAChangedFileStartsOver() throws {
