@@ -10,7 +10,9 @@ explains why the change cannot be observed.
   Scripts/mutate.py --list                      # the catalogue, one mutant a line
   Scripts/mutate.py --sample 80 --seed 7        # a random sample
   Scripts/mutate.py --all                       # every mutant (slow: ~45 s each)
-  Scripts/mutate.py --sample 6 --seed-from-commit --check   # CI: fail on an unexplained survivor
+  Scripts/mutate.py --sample 6 --seed-from-commit --from-report Scripts/MUTATION-REPORT.md --check
+                                                # CI: six of the mutants the report has triaged (killed or
+                                                # equivalent), chosen by the commit; fails on an unexplained survivor
   ... --report FILE                             # write the markdown report
 """
 import argparse, hashlib, os, random, re, shutil, subprocess, sys, time, datetime
@@ -107,6 +109,7 @@ def main():
     parser.add_argument("--keys", help="comma-separated mutant keys (as --list prints them) to run again")
     parser.add_argument("--seed-from-commit", action="store_true")
     parser.add_argument("--check", action="store_true", help="exit 1 when a survivor is not listed as equivalent")
+    parser.add_argument("--from-report", help="sample only mutants whose key this report lists (those already triaged)")
     parser.add_argument("--report")
     parser.add_argument("--work", default="/tmp/restmanager-mutation")
     parser.add_argument("--in-place", action="store_true",
@@ -130,7 +133,15 @@ def main():
     elif arguments.all:
         chosen = mutants
     else:
-        chosen = random.Random(seed).sample(mutants, min(arguments.sample or 6, len(mutants)))
+        population = mutants
+        if arguments.from_report:
+            listed = set(re.findall(r"\b[0-9a-f]{16}\b", open(arguments.from_report).read()))
+            population = [mutant for mutant in mutants if key_of(mutant) in listed]
+            print(f"{len(population)} of the {len(mutants)} mutants are triaged in {arguments.from_report}", flush=True)
+            if not population:
+                print("the report triages none of this file's mutants: run a sample again and update the report")
+                return 1
+        chosen = random.Random(seed).sample(population, min(arguments.sample or 6, len(population)))
     print(f"mutation testing {LIBRARY}: {len(chosen)} of {len(mutants)} mutants, seed {seed}", flush=True)
 
     # A private copy with its own build folder, so the working tree is never touched (or, with
@@ -194,10 +205,11 @@ def run_mutants(arguments, text, mutants, chosen, seed, work, target):
                          f"{counted} compiled\n- Killed: {killed}; survived: {len(survived)} ({len(equivalent)} equivalent)\n"
                          f"- Score: {score:.1f}% of non-equivalent mutants\n- Command: `Scripts/mutate.py "
                          f"{'--all' if arguments.all else f'--sample {len(chosen)} --seed {seed}'} --report {arguments.report}`\n\n"
-                         "## Every mutant\n\n| line | operator | change | verdict |\n| --- | --- | --- | --- |\n")
-            for (number, name, original, mutated), verdict in results:
+                         "## Every mutant\n\n| line | operator | change | verdict | key |\n| --- | --- | --- | --- | --- |\n")
+            for mutant, verdict in results:
+                number, name, original, mutated = mutant
                 change = f"`{original.strip()}` → `{mutated.strip()}`".replace("|", "\\|")
-                report.write(f"| {number} | {name} | {change} | {verdict} |\n")
+                report.write(f"| {number} | {name} | {change} | {verdict} | {key_of(mutant)} |\n")
     if arguments.check and unexplained:
         print("mutation check failed: the survivors above are not listed in Scripts/mutation-equivalents.txt")
         return 1

@@ -22,6 +22,15 @@ final class ValueRequestTests: MockServerTestCase {
         return box.value ?? RestManager.Results(withError: RestManager.CustomError.failedToCreateRequest)
     }
 
+    /// A request's headers ignore case from the start, also in a copy taken out of the request and changed there.
+    func testARequestsHeadersIgnoreCaseEvenWhenCopiedOut() throws {
+        var headers = RestManager.Request(.get, url: try XCTUnwrap(URL(string: "http://h/"))).headers
+        headers.add(value: "1", forKey: "X-Trace")
+        headers.add(value: "2", forKey: "x-trace")
+        XCTAssertEqual(headers.value(forKey: "X-TRACE"), "2")
+        XCTAssertEqual(headers.orderedPairs.map(\.key), ["X-Trace"])
+    }
+
     func testBaseURLAndRelativeURLsJoinWithExactlyOneSlash() throws {
         for base in ["/api", "/api/"] {
             for relative in ["users?page=2", "/users?page=2"] {
