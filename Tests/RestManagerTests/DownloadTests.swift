@@ -109,6 +109,18 @@ final class DownloadTests: MockServerTestCase {
             [["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v2\""]])
     }
 
+    /// Range units are case-insensitive (RFC 9110 §14.1): `BYTES 0-9999/10000` continues the file like `bytes`.
+    func testAContentRangeInCapitalsIsUnderstood() throws {
+        server.stub(path: "/capitals") { _ in
+            MockServer.Response(
+                status: 206, headers: [("ETag", "\"c1\""), ("Content-Range", "BYTES 0-9999/10000")], body: Data(repeating: 7, count: 10_000))
+        }
+        let target = destination()
+        XCTAssertNoThrow(try XCTUnwrap(download("/capitals", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), Data(repeating: 7, count: 10_000))
+        XCTAssertEqual(rangesAndValidators(to: "/capitals"), [["bytes=0-8388607", nil]])
+    }
+
     /// A file that changes on every request cannot be downloaded: it starts over once, then fails, at once.
     func testAFileThatKeepsChangingFailsAfterStartingOverOnce() throws {
         stubChangingFile("/restless") { UInt8($0 % 250) }

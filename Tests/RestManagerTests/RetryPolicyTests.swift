@@ -148,6 +148,17 @@ final class RetryPolicyTests: MockServerTestCase {
         }
     }
 
+    /// A `Retry-After` equal to the maximum delay is waited for; one just over it is not.
+    func testARetryAfterOfExactlyTheMaximumDelayIsWaitedFor() throws {
+        let response = HTTPURLResponse(
+            url: try XCTUnwrap(URL(string: "http://h/")), statusCode: 503, httpVersion: nil, headerFields: ["Retry-After": "2"])
+        let unavailable = RestManager.Results(withData: Data(), response: RestManager.Response(fromURLResponse: response), error: nil)
+        let atTheMaximum = RestManager.RetryPolicy(maximumDelay: 2).delay(beforeRetry: 1, after: unavailable, method: .get)
+        XCTAssertEqual(atTheMaximum?.seconds, 2)
+        XCTAssertEqual(atTheMaximum?.reason, "HTTP 503, Retry-After 2")
+        XCTAssertNil(RestManager.RetryPolicy(maximumDelay: 1.999).delay(beforeRetry: 1, after: unavailable, method: .get))
+    }
+
     func testEventsTellEachAttemptRetryAndTheEndOnceOnOneLineWithSecretsRedacted() {
         let events = ResultBox<String>()
         rest.eventHandler = { events.set($0.description) }

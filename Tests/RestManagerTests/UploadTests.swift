@@ -164,6 +164,26 @@ final class UploadTests: MockServerTestCase {
     }
 
     /// GET and HEAD send no body: files added by URL are not read, and the call succeeds.
+    /// A call that fails after its multipart body was assembled (a header with a line break is refused when the
+    /// request is built) removes the body's temporary file.
+    func testTheTemporaryFileIsRemovedWhenTheRequestCannotBeBuilt() throws {
+        let before = Self.temporaryMultipartFiles()
+        rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
+        rest.requestHttpHeaders.add(value: "a\r\nb", forKey: "X-Bad")
+        let done = expectation(description: "failed")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .post) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 10)
+        guard case .invalidHeader(name: "X-Bad", _)? = box.value?.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: box.value?.error))")
+        }
+        XCTAssertEqual(Self.temporaryMultipartFiles().subtracting(before), [])
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testAGetOrHeadAfterAddingAFileByURLSendsNoBody() throws {
         rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
         let get = try echo(send(.get, "/_test/echo"))
