@@ -157,6 +157,13 @@ final class ReviewFindingsTests: MockServerTestCase {
         // Only the secret values change: empty pairs and the fragment stay as they were sent.
         let sparse = RestManager.CustomError.timedOut(URL(string: "http://h/a?&b=1&&token=x&#f")!, after: 2)
         XCTAssertEqual(sparse.localizedDescription, "The request to http://h/a?&b=1&&token=<redacted>&#f timed out after 2.0 s.")
+        // Without a path the authority ends at "?" or "#": the query after it is still redacted.
+        for (text, printed) in [
+            ("http://h?token=x", "http://h?token=<redacted>"), ("http://u:p@h?token=x#f", "http://u:<redacted>@h?token=<redacted>#f")
+        ] {
+            let error = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: text)), after: 1)
+            XCTAssertEqual(error.localizedDescription, "The request to \(printed) timed out after 1.0 s.")
+        }
     }
 
     func testRequestsWithOtherRedirectSettingsOrQueuesAreNotShared() {
