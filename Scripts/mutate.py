@@ -135,7 +135,8 @@ def main():
     else:
         population = mutants
         if arguments.from_report:
-            listed = set(re.findall(r"\b[0-9a-f]{16}\b", open(arguments.from_report).read()))
+            # The key column of the report's tables (the last one).
+            listed = set(re.findall(r"\| ([0-9a-f]{16}) \|$", open(arguments.from_report).read(), re.MULTILINE))
             population = [mutant for mutant in mutants if key_of(mutant) in listed]
             print(f"{len(population)} of the {len(mutants)} mutants are triaged in {arguments.from_report}", flush=True)
             if not population:
