@@ -23,7 +23,9 @@ EQUIVALENTS = os.path.join(ROOT, "Scripts", "mutation-equivalents.txt")
 # Suites that are slow and test the mock server or the CLI rather than the library file.
 SLOW = "MockServerFuzz|MockServerHardening|MockServerSlow|MockServerStress|MockServerHTTP|MockServerTestKit|MockServerStubsOnly|RestDemo|StressTests|ReqresConformance|ReadmeTests"
 
-# (name, pattern, replacement): applied to one match at a time.
+# (name, pattern, replacement): applied to one match at a time. Besides these: "return early" (a guard's
+# condition made false), "table literal shortened" (a constant table or name loses its last character) and
+# "drop statement" (below).
 OPERATORS = [
     ("== to !=", r"(?<![=!<>])==(?!=)", "!="),
     ("!= to ==", r"!=(?!=)", "=="),
@@ -48,6 +50,11 @@ OPERATORS = [
 DROPPABLE = re.compile(r"^\s*(?:[a-zA-Z_.]+\.(?:setValue|removeValue|add|append|cancel|resume|reserveCapacity|removeAll)\(|"
                        r"defer \{|for name in|headers\.add|[a-z]+\?\.\w+\(|if [^{]+\{ [^}]+ \}$)")
 
+# Guards whose condition binds nothing: "return early" makes the condition false.
+EARLY_RETURN = re.compile(r"^(\s*guard )(?!let |var |case )(.+?)( else \{.*)$")
+# Constant tables and names (`static let` string literals): their last character dropped.
+TABLE_LITERAL = re.compile(r'"([^"\\]{3,})"')
+
 def catalogue(text):
     mutants = []
     lines = text.split("\n")
@@ -67,6 +74,13 @@ def catalogue(text):
                     continue
                 mutated = line[:match.start()] + replacement + line[match.end():]
                 mutants.append((number, name, line, mutated))
+        early = EARLY_RETURN.match(line.split(" //")[0])
+        if early and "let " not in early.group(2) and early.group(2) != "false":
+            mutants.append((number, "return early", line, early.group(1) + "false" + early.group(3) + line[len(line.split(" //")[0]):]))
+        if stripped.startswith(("static let", "private static let")):
+            for match in TABLE_LITERAL.finditer(line):
+                mutated = line[:match.end(1) - 1] + line[match.end(1):]
+                mutants.append((number, "table literal shortened", line, mutated))
         if "lock" in stripped.lower() and "unlock" in stripped.lower():
             continue  # dropping an unlock only deadlocks: always caught, never informative
         if DROPPABLE.match(line) and not stripped.endswith("{") or stripped.startswith("defer {") and stripped.endswith("}"):
