@@ -12,6 +12,14 @@ final class BodyEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.header("Content-Type"), "application/json")
     }
 
+    /// Body parameters without a `Content-Type` go as JSON, and say so.
+    func testBodyParametersWithoutAContentTypeGoAsJSONAndSaySo() throws {
+        rest.httpBodyParameters.add(value: "neo", forKey: "name")
+        let echo = try echo(send(.post, "/_test/echo"))
+        XCTAssertEqual(echo.bodyText, #"{"name":"neo"}"#)
+        XCTAssertEqual(echo.header("Content-Type"), "application/json")
+    }
+
     func testJSONIsRecognisedUnderAnySpellingWithParametersAndPlusJSON() throws {
         for contentType in [
             "application/json; charset=utf-8", "application/json ; charset=utf-8", "APPLICATION/JSON",
