@@ -157,6 +157,10 @@ final class ReviewFindingsTests: MockServerTestCase {
         // Only the secret values change: empty pairs and the fragment stay as they were sent.
         let sparse = RestManager.CustomError.timedOut(URL(string: "http://h/a?&b=1&&token=x&#f")!, after: 2)
         XCTAssertEqual(sparse.localizedDescription, "The request to http://h/a?&b=1&&token=<redacted>&#f timed out after 2.0 s.")
+        // `key` and `auth` are secrets only as whole names.
+        let named = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "http://h/a?key=k1&auth=a1&keyboard=q&author=r")), after: 1)
+        XCTAssertEqual(
+            named.localizedDescription, "The request to http://h/a?key=<redacted>&auth=<redacted>&keyboard=q&author=r timed out after 1.0 s.")
         // Without a path the authority ends at "?" or "#": the query after it is still redacted.
         for (text, printed) in [
             ("http://h?token=x", "http://h?token=<redacted>"), ("http://u:p@h?token=x#f", "http://u:<redacted>@h?token=<redacted>#f")
