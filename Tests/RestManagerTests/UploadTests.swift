@@ -172,15 +172,9 @@ final class UploadTests: MockServerTestCase {
         let before = Self.temporaryMultipartFiles()
         rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
         rest.requestHttpHeaders.add(value: "a\r\nb", forKey: "X-Bad")
-        let done = expectation(description: "failed")
-        let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .post) { results in
-            box.set(results)
-            done.fulfill()
-        }
-        wait(for: [done], timeout: 10)
-        guard case .invalidHeader(name: "X-Bad", _)? = box.value?.error as? RestManager.CustomError else {
-            return XCTFail("\(String(describing: box.value?.error))")
+        let results = send(.post, "/_test/echo")
+        guard case .invalidHeader(name: "X-Bad", _)? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
         }
         XCTAssertEqual(Self.temporaryMultipartFiles().subtracting(before), [])
         XCTAssertEqual(server.receivedRequests.count, 0)
