@@ -121,9 +121,10 @@ final class ValueRequestTests: MockServerTestCase {
         }
         XCTAssertEqual(mismatched.count, 0)
         XCTAssertEqual(Set(received.compactMap { $0.query("id") }).count, 1000)
-        // At most 6 at once, whatever thread sends them. FoundationNetworking closes and opens
-        // connections as transfers hand over under this load (7–41 seen, raw URLSession alike), so
-        // the TCP connection count itself is only reported.
+        // At most 6 at once, whatever thread sends them. The TCP connection count itself is only
+        // reported: libcurl closes idle connections when few transfers are running (its connection
+        // cache holds four per transfer) and connects again for the next burst (7–41 seen, raw
+        // URLSession alike; BENCHMARKS.md).
         XCTAssertLessThanOrEqual(concurrency.peak, 6)
         XCTAssertGreaterThanOrEqual(concurrency.peak, 2, "the requests did overlap")
         print("1,000 value requests from 16 threads: at most \(concurrency.peak) at once, \(server.acceptedConnectionCount) TCP connections")
