@@ -12,6 +12,12 @@ final class BodyEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.header("Content-Type"), "application/json")
     }
 
+    /// Control characters without a short escape go as `\u00XX`, lower-case hex, as JSONSerialization writes them.
+    func testControlCharactersAreEscapedWithLowerCaseHex() throws {
+        rest.httpBodyParameters.add(value: "\u{0}\u{0F}\u{1B}\u{1F}\t", forKey: "c")
+        XCTAssertEqual(try echo(send(.post, "/_test/echo")).bodyText, #"{"c":"\u0000\u000f\u001b\u001f\t"}"#)
+    }
+
     /// Body parameters without a `Content-Type` go as JSON, and say so.
     func testBodyParametersWithoutAContentTypeGoAsJSONAndSaySo() throws {
         rest.httpBodyParameters.add(value: "neo", forKey: "name")
@@ -36,10 +42,10 @@ final class BodyEncodingTests: MockServerTestCase {
 
     func testFormBodyUsesWHATWGEncodingInOrder() throws {
         rest.requestHttpHeaders.add(value: "application/x-www-form-urlencoded", forKey: "Content-Type")
-        rest.httpBodyParameters.add(value: "a+b c&d=e/f*~", forKey: "q")
+        rest.httpBodyParameters.add(value: "a+b c&d=e/f*~-._", forKey: "q")
         rest.httpBodyParameters.add(value: "é", forKey: "second field")
         let echo = try echo(send(.post, "/_test/echo"))
-        XCTAssertEqual(echo.bodyText, "q=a%2Bb+c%26d%3De%2Ff*%7E&second+field=%C3%A9")
+        XCTAssertEqual(echo.bodyText, "q=a%2Bb+c%26d%3De%2Ff*%7E-._&second+field=%C3%A9")
     }
 
     func testRandomUnicodeFormFieldsRoundTrip() throws {

@@ -57,6 +57,14 @@ final class MethodAndHeaderTests: MockServerTestCase {
         XCTAssertTrue(server.receivedRequests.isEmpty)
     }
 
+    /// Every character RFC 9110 allows in a header name (`tchar`) goes out, each symbol in a name of its own.
+    func testHeaderNamesMayUseEveryTokenSymbol() throws {
+        let symbols = "!#$%&'*+-.^_`|~"
+        for symbol in symbols { rest.requestHttpHeaders.add(value: "1", forKey: "X\(symbol)Y") }
+        let echo = try echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(symbols.map { echo.header("X\($0)Y") }, Array(repeating: "1", count: 15))
+    }
+
     func testReusedManagerSendsNoBodyWithGetAfterJSONPost() throws {
         rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
         rest.httpBodyParameters.add(value: "morpheus", forKey: "name")

@@ -50,6 +50,12 @@ final class QueryEncodingTests: MockServerTestCase {
         XCTAssertNil(try echo(send(.get, "/_test/echo#section")).rawQuery)
     }
 
+    /// RFC 3986's unreserved characters go out as they are, in names and values.
+    func testUnreservedCharactersStayLiteralOnTheWire() throws {
+        rest.urlQueryParameters.add(value: "a~b-c.d_e", forKey: "~k-._")
+        XCTAssertEqual(try echo(send(.get, "/_test/echo")).rawQuery, "~k-._=a~b-c.d_e")
+    }
+
     func testPercentEncodedQueryUsesOnlyUnreservedCharacters() {
         var entity = RestManager.RestEntity()
         entity.add(value: "a+b c/d?e#f%g*h'i!j", forKey: "q")
