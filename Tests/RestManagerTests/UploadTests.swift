@@ -180,6 +180,41 @@ final class UploadTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
+    /// A call cancelled while its multipart body is still being assembled sends nothing. The file is a FIFO that
+    /// the test writes only after cancelling, so the assembly cannot finish before the cancel.
+    func testACallCancelledWhileItsBodyIsAssembledSendsNothing() throws {
+        let before = Self.temporaryMultipartFiles()
+        let fifo = scratch.appendingPathComponent("slow.fifo")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        rest.addFile(at: fifo, fieldName: "doc", mimeType: "text/plain")
+        let done = expectation(description: "cancelled")
+        let box = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .post) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        handle.cancel()
+        wait(for: [done], timeout: 10)
+        guard case .cancelled? = box.value?.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: box.value?.error))")
+        }
+        // Opening the FIFO for writing returns once the assembly has opened it for reading; closing it ends the file.
+        let written = expectation(description: "the assembly read the file")
+        DispatchQueue.global().async {
+            if let writer = FileHandle(forWritingAtPath: fifo.path) {
+                writer.write(Data("late".utf8))
+                try? writer.close()
+            }
+            written.fulfill()
+        }
+        wait(for: [written], timeout: 10)
+        // The assembled body's temporary file goes when the call is dropped (a sent one would have reached the server).
+        let leftovers = XCTNSPredicateExpectation(
+            predicate: NSPredicate { _, _ in Self.temporaryMultipartFiles().subtracting(before).isEmpty }, object: nil)
+        wait(for: [leftovers], timeout: 10)
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testAGetOrHeadAfterAddingAFileByURLSendsNoBody() throws {
         rest.addFile(at: try file("notes.txt", Data("hello".utf8)), fieldName: "doc", mimeType: "text/plain")
         let get = try echo(send(.get, "/_test/echo"))
