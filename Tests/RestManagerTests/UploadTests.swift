@@ -144,6 +144,11 @@ final class UploadTests: MockServerTestCase {
             """)
         XCTAssertEqual(echo.header("Content-Length"), "\(echo.bodyData.count)")
         // The assembled body lives in a temporary file only while the call does.
+        waitUntilTemporaryMultipartFilesAreGone(since: before)
+    }
+
+    /// Waits until every temporary multipart file made since `before` has been removed.
+    private func waitUntilTemporaryMultipartFilesAreGone(since before: Set<String>) {
         let leftovers = XCTNSPredicateExpectation(
             predicate: NSPredicate { _, _ in Self.temporaryMultipartFiles().subtracting(before).isEmpty }, object: nil)
         wait(for: [leftovers], timeout: 10)
@@ -209,9 +214,7 @@ final class UploadTests: MockServerTestCase {
         }
         wait(for: [written], timeout: 10)
         // The assembled body's temporary file goes when the call is dropped (a sent one would have reached the server).
-        let leftovers = XCTNSPredicateExpectation(
-            predicate: NSPredicate { _, _ in Self.temporaryMultipartFiles().subtracting(before).isEmpty }, object: nil)
-        wait(for: [leftovers], timeout: 10)
+        waitUntilTemporaryMultipartFilesAreGone(since: before)
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
