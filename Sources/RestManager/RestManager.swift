@@ -27,7 +27,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
 
-    /// Headers sent with every `makeRequest`. Lookups ignore the case of the name.
+    /// Headers sent with every `makeRequest`. Lookups ignore the case of the name. Headers that frame the message
+    /// (`Content-Length`, `Transfer-Encoding`, `Host`, `Connection`, …) are refused with `.invalidHeader`.
     public var requestHttpHeaders: RestEntity {
         get { withState { $0.headers } }
         set { withState { $0.headers = newValue.ignoringKeyCase() } }
@@ -101,7 +102,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// What relative request URLs are resolved against, joined with exactly one "/": base `https://h/api` or
-    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`.
+    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`. A base's query
+    /// is kept, before the URL's (`https://h/api?key=S` gives `https://h/api/users?key=S&page=2`); its fragment is dropped.
     public var baseURL: URL? {
         get { withState { $0.baseURL } }
         set { withState { $0.baseURL = newValue } }
@@ -377,7 +379,8 @@ public final class RestManager: @unchecked Sendable {
         public mutating func append(value: String, forKey key: String) { entries.append(Entry(key: key, value: value, normalized: normalize(key))) }
         /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? { entries.first(where: matching(key))?.value }
-        /// Every value stored for `key`, in order.
+        /// Every value stored for `key`, in order. Response headers come joined by Foundation: two `X-Multi` lines
+        /// (`one`, `two`) read as `["one, two"]`.
         public func values(forKey key: String) -> [String] { entries.filter(matching(key)).map(\.value) }
         /// Removes every value stored for `key`.
         public mutating func removeValue(forKey key: String) { entries.removeAll(where: matching(key)) }
@@ -547,7 +550,8 @@ public final class RestManager: @unchecked Sendable {
         case failedToCreateRequest
         /// The URL is not an absolute http(s) URL, or contains control characters.
         case invalidURL(String, reason: String)
-        /// A request header name or value is not allowed (CR/LF, non-token name); the value is not repeated.
+        /// A request header name or value is not allowed (CR/LF, non-token name, or a header that frames the message such as
+        /// `Content-Length`, which only URLSession sets); the value is not repeated.
         case invalidHeader(name: String, reason: String)
         /// The timeout is not a positive number of seconds.
         case invalidTimeout(TimeInterval)
@@ -621,7 +625,20 @@ public final class RestManager: @unchecked Sendable {
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
-        init(queue: DispatchQueue, completion: @escaping @Sendable (Results) -> Void) { (self.queue, self.completion) = (queue, completion) }
+        /// The call's `finished` event, reported once, before the completion runs (a program may exit in its completion).
+        private let reportFinished: (@Sendable (Results, URLRequest) -> Void)?
+        /// The request the event names: the call's own until it is built, then the one on the wire.
+        private var eventRequest: URLRequest
+
+        init(
+            queue: DispatchQueue, request: URLRequest, reportFinished: (@Sendable (Results, URLRequest) -> Void)?,
+            completion: @escaping @Sendable (Results) -> Void
+        ) {
+            self.queue = queue
+            self.completion = completion
+            self.eventRequest = request
+            self.reportFinished = reportFinished
+        }
         /// Whether `cancel()` ended this request.
         public var isCancelled: Bool { lock.withLock { wasCancelled } }
         /// Cancels the request. Does nothing after completion. Safe from any thread.
@@ -635,15 +652,22 @@ public final class RestManager: @unchecked Sendable {
             exchange?.remove(self)
         }
 
-        /// Calls the completion on its queue if it has not been called yet; returns whether it did.
+        /// Reports `finished` and calls the completion on its queue if it has not been called yet; returns whether it did.
         @discardableResult
-        func deliver(_ results: Results) -> Bool {
+        func deliver(_ results: Results, request: URLRequest? = nil) -> Bool {
             var taken: (@Sendable (Results) -> Void)?
-            lock.withLock { swap(&taken, &completion) }
+            let named = lock.withLock { () -> URLRequest in
+                swap(&taken, &completion)
+                return request ?? eventRequest
+            }
             guard let taken else { return false }
+            reportFinished?(results, named)
             queue.async { taken(results) }
             return true
         }
+
+        /// Names the request as built in the `finished` event.
+        func describe(_ request: URLRequest) { lock.withLock { eventRequest = request } }
 
         /// Records the exchange serving this handle; false when the handle already completed.
         func attach(to exchange: Exchange) -> Bool {
@@ -914,24 +938,41 @@ public final class RestManager: @unchecked Sendable {
                 let status = results.statusCode ?? 0
                 guard retryableStatusCodes.contains(status) else { return nil }
                 reason = "HTTP \(status)"
-                if status == 429 || status == 503, let retryAfter = results.response?.headers.value(forKey: "Retry-After") {
-                    guard let seconds = Self.seconds(fromRetryAfter: retryAfter), seconds <= maximumDelay else { return nil }
+                // A Retry-After that is neither seconds nor an HTTP date falls back to the backoff below.
+                if status == 429 || status == 503, let retryAfter = results.response?.headers.value(forKey: "Retry-After"),
+                    let seconds = Self.seconds(fromRetryAfter: retryAfter)
+                {
+                    guard seconds <= Self.finite(maximumDelay) else { return nil }
                     return (seconds, reason + ", Retry-After \(retryAfter)")
                 }
             }
-            let ceiling = min(maximumDelay, initialDelay * pow(2, Double(retry - 1)))
+            // NaN, negative and infinite settings are clamped: Double.random traps on an infinite range.
+            let ceiling = min(Self.finite(maximumDelay), Self.finite(initialDelay * pow(2, Double(min(retry, 64) - 1))))
             return (ceiling > 0 ? Double.random(in: ceiling / 2...ceiling) : 0, reason)
         }
 
-        /// `Retry-After` (RFC 9110 §10.2.3): whole seconds, or an HTTP date.
+        /// `seconds` within 0...10^9 (NaN is 0): a delay the deadline arithmetic and `Double.random` can use.
+        static func finite(_ seconds: TimeInterval) -> TimeInterval { seconds.isNaN ? 0 : min(max(seconds, 0), 1e9) }
+
+        /// `Retry-After` (RFC 9110 §10.2.3): whole seconds, or an HTTP date in any of its three forms.
         static func seconds(fromRetryAfter value: String) -> TimeInterval? {
             let text = value.trimmingCharacters(in: .whitespaces)
             if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) { return TimeInterval(text) }
+            return date(fromHTTPDate: text).map { max(0, $0.timeIntervalSinceNow) }
+        }
+
+        /// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate, RFC 850 or asctime, on a 24-hour clock, in GMT.
+        static func date(fromHTTPDate text: String) -> Date? {
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
             formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-            return formatter.date(from: text).map { max(0, $0.timeIntervalSinceNow) }
+            // asctime pads a one-digit day with a space: `Sun Nov  6 08:49:37 1994`.
+            let single = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+            for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"] {
+                formatter.dateFormat = format
+                if let date = formatter.date(from: single) { return date }
+            }
+            return nil
         }
     }
 
@@ -1016,6 +1057,10 @@ public final class RestManager: @unchecked Sendable {
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
+            if let framing = headers.orderedPairs.first(where: { framingHeaderNames.contains($0.key.lowercased()) }) {
+                throw CustomError.invalidHeader(
+                    name: framing.key, reason: "it frames the message, which only URLSession may set (a wrong value would smuggle a request)")
+            }
             if let file = value.bodyFile {
                 guard method != .get && method != .head else { throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body") }
                 try FileStream.check(file)
@@ -1033,6 +1078,12 @@ public final class RestManager: @unchecked Sendable {
             return request
         }
 
+        /// Headers that frame the message or the connection: set by URLSession alone, refused from callers.
+        static let framingHeaderNames: Set<String> = [
+            "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade", "expect", "te", "trailer"
+        ]
+        /// The headers that follow a redirect to another origin (with the body's own on a 307 or 308); the rest stay behind.
+        static let crossOriginHeaderNames: Set<String> = ["accept", "accept-language", "accept-encoding", "user-agent", "cache-control"]
         /// Request headers that describe a body (Fetch's list): dropped when there is no body.
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
         /// The body for the request, chosen by `Content-Type` (and setting it when missing).
@@ -1085,17 +1136,40 @@ public final class RestManager: @unchecked Sendable {
             return streamed
         }
 
-        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/".
+        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/": paths joined, then the base's query
+        /// and the URL's query joined with "&" (`https://h/api?key=S` + `users?page=2` is `https://h/api/users?key=S&page=2`).
+        /// Fragments are never sent: the base's is dropped.
         static func resolve(_ url: URL, against base: URL?) throws -> URL {
             guard url.scheme == nil else { return url }
             guard let base else { throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL") }
-            var prefix = base.absoluteString
+            let baseParts = splitQuery(base.absoluteString)
+            let relativeParts = splitQuery(url.absoluteString)
+            var prefix = baseParts.path
             while prefix.hasSuffix("/") { prefix.removeLast() }
-            let path = url.absoluteString.drop { $0 == "/" }
-            guard let joined = URL(string: prefix + "/" + path) else {
-                throw CustomError.invalidURL(prefix + "/" + path, reason: "baseURL and the relative URL do not make a URL")
+            let path = relativeParts.path.drop { $0 == "/" }
+            let queries = [baseParts.query, relativeParts.query].compactMap { $0 }
+            let joined = String(prefix + "/" + path) + (queries.isEmpty ? "" : "?" + queries.joined(separator: "&"))
+            guard let resolved = URL(string: joined) else {
+                throw CustomError.invalidURL(joined, reason: "baseURL and the relative URL do not make a URL")
             }
-            return joined
+            return resolved
+        }
+
+        /// The text after the host's ":" in an absolute URL's authority, or nil when there is none.
+        private static func portText(of text: String) -> Substring? {
+            guard let schemeEnd = text.range(of: "://") else { return nil }
+            let rest = text[schemeEnd.upperBound...]
+            let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
+            let hostAndPort = authority[(authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex)...]
+            guard let colon = hostAndPort.lastIndex(of: ":"), !hostAndPort[colon...].contains("]") else { return nil }
+            return hostAndPort[hostAndPort.index(after: colon)...]
+        }
+
+        /// A URL's text before its query, and its query (nil without "?"); the fragment is dropped.
+        private static func splitQuery(_ text: String) -> (path: Substring, query: Substring?) {
+            let beforeFragment = text[..<(text.firstIndex(of: "#") ?? text.endIndex)]
+            guard let question = beforeFragment.firstIndex(of: "?") else { return (beforeFragment, nil) }
+            return (beforeFragment[..<question], beforeFragment[beforeFragment.index(after: question)...])
         }
 
         static func urlWithQuery(_ url: URL, query: RestEntity) throws -> URL {
@@ -1106,6 +1180,13 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
+            }
+            // Schemes ignore case (RFC 3986 §3.1), FoundationNetworking does not: `HTTP://h` goes as `http://h`.
+            if url.scheme != scheme, let lowered = URL(string: scheme + text.dropFirst(scheme.count)) {
+                return try urlWithQuery(lowered, query: query)
+            }
+            if let port = portText(of: text), !port.isEmpty, !(Int(port).map { (1...65535).contains($0) } ?? false) {
+                throw CustomError.invalidURL(text, reason: "the port \(port) is outside 1-65535")
             }
             #if canImport(FoundationNetworking)
             if url.host?.contains(":") == true {
@@ -1140,12 +1221,6 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// Header names whose values are secrets: never shown, never sent to another host.
-        static func isSensitive(headerName: String) -> Bool {
-            let name = headerName.lowercased()
-            return ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name) || Redaction.isSecretName(name)
-        }
-
         static func curlCommand(for request: URLRequest, revealingSecrets: Bool) -> String {
             var parts = ["curl"]
             let method = request.httpMethod ?? "GET"
@@ -1154,10 +1229,11 @@ public final class RestManager: @unchecked Sendable {
             parts.append(Encoding.shellQuoted(revealingSecrets ? url : Redaction.url(url)))
             let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
             for (name, value) in headers {
-                let shown = !revealingSecrets && isSensitive(headerName: name) ? "<redacted>" : value
+                let shown = !revealingSecrets && Redaction.isSecretHeader(name) ? "<redacted>" : value
                 parts.append("-H " + Encoding.shellQuoted("\(name): \(shown)"))
             }
-            if let body = request.httpBody, !body.isEmpty {
+            if var body = request.httpBody, !body.isEmpty {
+                if !revealingSecrets { body = Redaction.body(body, contentType: request.value(forHTTPHeaderField: "Content-Type")) }
                 let text = String(data: body, encoding: .utf8).flatMap { $0.contains("\0") ? nil : Encoding.shellQuoted($0) }
                 parts.append("--data-binary " + (text ?? "@body.bin  # \(body.count) bytes of binary data"))
             }
@@ -1165,12 +1241,68 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Hides secrets wherever the library prints a request: URL passwords and query parameters with secret-looking names become `<redacted>`.
+    /// The one rule of what is secret, wherever the library prints a request (cURL, events, errors): URL user names and
+    /// passwords, secret headers, and query, form and JSON fields with secret names become `<redacted>`.
     enum Redaction {
-        /// Lower-cased names that hold secrets, as header or query parameter names.
-        static func isSecretName(_ lowercased: String) -> Bool {
-            ["token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "signature", "session"]
-                .contains { lowercased.contains($0) } || lowercased == "key" || lowercased == "auth"
+        /// Query, form and JSON field names that hold secrets (any case): names containing one of `secretParts`, or one of
+        /// `secretNames` whole (`key` and `code` are secrets, `keyboard` and `zipcode` are not).
+        static func isSecretName(_ name: String) -> Bool {
+            let lowercased = name.lowercased()
+            return secretParts.contains { lowercased.contains($0) } || secretNames.contains(lowercased)
+        }
+
+        static let secretParts = [
+            "token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "access_key", "accesskey", "private_key",
+            "signature", "session", "credential"
+        ]
+        static let secretNames: Set<String> = [
+            "key", "auth", "authorization", "sig", "jwt", "pwd", "pass", "code", "otp", "pin", "ticket", "samlresponse"
+        ]
+
+        /// Header names whose values are secrets (any case): credentials, cookies, and every name with `key`, `auth`, `token`,
+        /// `secret`, `passw`, `signature`, `session`, `credential` or `csrf` in it (`Ocp-Apim-Subscription-Key`, `X-Auth-Key`).
+        static func isSecretHeader(_ name: String) -> Bool {
+            let lowercased = name.lowercased()
+            return ["cookie", "key", "auth", "token", "secret", "passw", "signature", "session", "credential", "csrf"]
+                .contains { lowercased.contains($0) }
+        }
+
+        /// A body with the values of secret-named JSON (object members at any depth) or form fields `<redacted>`.
+        static func body(_ body: Data, contentType: String?) -> Data {
+            let kind = ContentKind(contentType)
+            if kind.isForm, let text = String(data: body, encoding: .utf8) {
+                return Data(redactingPairs(Substring(text), decodingPlus: true).utf8)
+            }
+            guard kind.isJSON, let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else { return body }
+            var found = false
+            let redacted = redactingJSON(object, found: &found)
+            guard found, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else { return body }
+            return data
+        }
+
+        private static func redactingJSON(_ value: Any, found: inout Bool) -> Any {
+            if let array = value as? [Any] { return array.map { redactingJSON($0, found: &found) } }
+            guard let object = value as? [String: Any] else { return value }
+            var copy = object
+            for (name, member) in object {
+                if isSecretName(name) {
+                    copy[name] = "<redacted>"
+                    found = true
+                } else {
+                    copy[name] = redactingJSON(member, found: &found)
+                }
+            }
+            return copy
+        }
+
+        /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`.
+        private static func redactingPairs(_ pairs: Substring, decodingPlus: Bool) -> String {
+            pairs.split(separator: "&", omittingEmptySubsequences: false).map { pair in
+                guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+                var name = String(pair[..<equals])
+                if decodingPlus { name = name.replacingOccurrences(of: "+", with: " ") }
+                return isSecretName(name.removingPercentEncoding ?? name) ? pair[..<equals] + "=<redacted>" : String(pair)
+            }.joined(separator: "&")
         }
 
         /// `url` with its password and secret query values `<redacted>` (plain text surgery: URLComponents traps on setting such a value).
@@ -1182,19 +1314,19 @@ public final class RestManager: @unchecked Sendable {
                 rest = rest[schemeEnd.upperBound...]
                 let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
                 let authority = rest[..<authorityEnd]
-                let password = authority.lastIndex(of: "@").flatMap { at in authority[..<at].firstIndex(of: ":").map { $0..<at } }
-                output += password.map { authority[...$0.lowerBound] + "<redacted>" + authority[$0.upperBound...] } ?? authority
+                // `user:password@` keeps the user; a lone `token@` (a token as the user name) is all secret.
+                if let at = authority.lastIndex(of: "@") {
+                    let user = authority[..<at].firstIndex(of: ":").map { authority[...$0] } ?? ""
+                    output += user + "<redacted>" + authority[at...]
+                } else {
+                    output += authority
+                }
                 rest = rest[authorityEnd...]
             }
             guard let question = rest.firstIndex(of: "?") else { return output + rest }
             output += rest[...question]
             let queryEnd = rest[question...].firstIndex(of: "#") ?? rest.endIndex
-            let pairs = rest[rest.index(after: question)..<queryEnd].split(separator: "&", omittingEmptySubsequences: false).map { pair in
-                guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
-                let name = String(pair[..<equals])
-                return isSecretName((name.removingPercentEncoding ?? name).lowercased()) ? name + "=<redacted>" : String(pair)
-            }
-            return output + pairs.joined(separator: "&") + rest[queryEnd...]
+            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd], decodingPlus: false) + rest[queryEnd...]
         }
     }
 
@@ -1289,7 +1421,13 @@ public final class RestManager: @unchecked Sendable {
         if Authenticator.isRefreshing { snapshot.authenticator = nil }
         // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
         let queue = progress == nil ? snapshot.callbackQueue : DispatchQueue(label: "RestManager.progress", target: snapshot.callbackQueue)
-        let handle = RequestHandle(queue: queue, completion: completion)
+        let started = DispatchTime.now()
+        var named = URLRequest(url: value.url)
+        named.httpMethod = value.method.name
+        let reportFinished = snapshot.eventHandler.map { handler in
+            { @Sendable (results: Results, request: URLRequest) in handler(.finished(request, results, duration: Self.seconds(since: started))) }
+        }
+        let handle = RequestHandle(queue: queue, request: named, reportFinished: reportFinished, completion: completion)
         let report = progress.map { progress in { @Sendable (figure: TransferProgress) in queue.async { progress(figure) } } }
         guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }) else {
             start(value, snapshot: snapshot, handle: handle, report: report, temporaryFile: nil)
@@ -1319,9 +1457,9 @@ public final class RestManager: @unchecked Sendable {
         } catch {
             if let temporaryFile { try? FileManager.default.removeItem(at: temporaryFile) }
             handle.deliver(Results(withError: CustomError.wrap(error)))
-            snapshot.eventHandler?(.finished(URLRequest(url: value.url), Results(withError: CustomError.wrap(error)), duration: 0))
             return
         }
+        handle.describe(request)
         let method = value.method
         guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil else {
             let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer, onFinish: nil)
@@ -1639,7 +1777,6 @@ public final class RestManager: @unchecked Sendable {
             guard let resources else { return }
             release(resources)
             onFinish?(self)
-            reportFinished(lock.withLock { request }, Results(withError: CustomError.cancelled))
         }
 
         private func send(_ request: URLRequest) {
@@ -1697,7 +1834,8 @@ public final class RestManager: @unchecked Sendable {
                     }
                     // The announced length (compressed bytes, if any) is a good first guess for the size.
                     let expected = response.expectedContentLength
-                    if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(settings.maximumResponseSize ?? 64 << 20)))) }
+                    // Capped: a header may announce anything (30 GB with a limit of Int.max would trap).
+                    if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20))))) }
                     return nil
                 }
                 if let restart {
@@ -1755,7 +1893,7 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let (data, hookRan) = state else { return }
             if let error {
-                let urlError = error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error])
+                let urlError = Self.classified(error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
                 switch urlError.code {
                 case .cancelled:
                     // Nobody here cancelled it (that finishes the exchange first): the session
@@ -1808,7 +1946,9 @@ public final class RestManager: @unchecked Sendable {
                 for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] { next.setValue(nil, forHTTPHeaderField: name) }
             }
             if !Self.sameOrigin(currentURL, target) {
-                for name in (current.allHTTPHeaderFields ?? [:]).keys where RequestBuilder.isSensitive(headerName: name) {
+                // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than not.
+                let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
+                for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
             }
@@ -1831,14 +1971,10 @@ public final class RestManager: @unchecked Sendable {
             guard let outcome else { return }
             release(outcome.resources)
             onFinish?(self)
-            for handle in outcome.waiting { handle.deliver(results) }
-            reportFinished(outcome.request, results)
+            for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }
         }
 
-        private func reportFinished(_ request: URLRequest, _ results: Results) {
-            settings.eventHandler?(.finished(request, results, duration: elapsed))
-        }
-        private var elapsed: TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9 }
+        private var elapsed: TimeInterval { RestManager.seconds(since: started) }
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
@@ -1857,6 +1993,18 @@ public final class RestManager: @unchecked Sendable {
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
         private func cancelLater(_ task: URLSessionDataTask) { transport.session.delegateQueue.addOperation { task.cancel() } }
+
+        /// Linux reports TLS failures as -1 (unknown) with libcurl's text; they get the codes Apple platforms use
+        /// (-1202 for a certificate not trusted, -1200 for another TLS failure), which no retry policy retries.
+        static func classified(_ error: URLError) -> URLError {
+            let text = error.localizedDescription
+            guard error.code == .unknown, text.contains("SSL") || text.contains("TLS") else { return error }
+            let untrusted = text.lowercased().contains("certificate")
+            let summary = untrusted ? "The server's TLS certificate is not trusted" : "The TLS connection failed"
+            return URLError(
+                untrusted ? .serverCertificateUntrusted : .secureConnectionFailed,
+                userInfo: [NSLocalizedDescriptionKey: "\(summary) (\(text))", NSUnderlyingErrorKey: error])
+        }
 
         static func sameOrigin(_ first: URL, _ second: URL) -> Bool { origin(first) == origin(second) }
         /// Scheme, host and port (the scheme's default when there is none), lower-cased.
@@ -1914,6 +2062,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     // MARK: - Private helpers
+
+    static func seconds(since start: DispatchTime) -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 }
 
     /// Runs a completion-handler call as `async`, cancelled with the surrounding Task (one that is already cancelled
     /// gets `cancelled` at once: nothing is sent). The completion runs once, so the continuation resumes once.

@@ -196,7 +196,7 @@ struct Client {
         if options.json {
             if results.isSuccess { try requireJSON(results) }
             Output.raw(results.data ?? Data())
-            if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
+            if !results.isSuccess { try requireSuccess(results, what: what) }
             return false
         }
         try requireSuccess(results, what: what)

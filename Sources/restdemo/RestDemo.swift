@@ -42,9 +42,15 @@ enum RestDemo {
                 return 0
             }
             guard let command = invocation.command else {
-                if invocation.global.help || arguments.isEmpty {
+                if invocation.global.help {
                     Output.line(Commands.overview)
-                    return invocation.global.help ? 0 : Exit.usage
+                    return 0
+                }
+                if arguments.isEmpty {
+                    // A usage error: the overview goes where diagnostics go, so that a script's stdout stays empty.
+                    Output.diagnostic(Commands.overview)
+                    Output.error("no command given")
+                    return Exit.usage
                 }
                 throw UsageError(message: "no command given", command: nil)
             }

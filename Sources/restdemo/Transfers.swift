@@ -53,7 +53,10 @@ extension Client {
         if let error = results.error as? RestManager.CustomError { throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.noInput) }
         Output.line("HTTP \(results.statusCode ?? 0)")
         if let body = results.data, !body.isEmpty { Output.raw(body) }
-        if !results.isSuccess { throw Exit(code: Exit.httpError, message: nil) }
+        if !results.isSuccess {
+            let code = results.statusCode ?? 0
+            throw Exit(code: Exit.httpError, message: "the upload got HTTP \(code) \(HTTPURLResponse.localizedString(forStatusCode: code))")
+        }
     }
 
     /// A transfer sends the API key and nothing left over from an earlier call.

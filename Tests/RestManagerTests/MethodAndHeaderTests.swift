@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import RestManager
+import MockServer
 
 final class MethodAndHeaderTests: MockServerTestCase {
     func testEveryMethodGoesOutUpperCase() throws {
@@ -86,5 +87,15 @@ final class MethodAndHeaderTests: MockServerTestCase {
         send(.get, "/_test/set-cookie")
         let echo = try echo(send(.get, "/_test/echo"))
         XCTAssertNil(echo.header("Cookie"))
+    }
+}
+
+/// A response header sent on two lines reaches the caller as Foundation joins it.
+final class RepeatedResponseHeaderTests: MockServerTestCase {
+    func testRepeatedResponseHeadersComeJoinedWithACommaAndASpace() {
+        server.stub(path: "/multi", response: MockServer.Response(status: 200, headers: [("X-Multi", "one"), ("X-Multi", "two")]))
+        let headers = send(.get, "/multi").response?.headers
+        XCTAssertEqual(headers?.values(forKey: "x-multi"), ["one, two"])
+        XCTAssertEqual(headers?.value(forKey: "X-Multi"), "one, two")
     }
 }

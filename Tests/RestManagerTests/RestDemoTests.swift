@@ -131,6 +131,7 @@ final class RestDemoTests: MockServerTestCase {
         let missing = try restdemo(["user", "23", "--json"])
         XCTAssertEqual(missing.status, 1)
         XCTAssertEqual(missing.stdout, "{}\n")
+        XCTAssertEqual(missing.stderr, "restdemo: user 23: HTTP 404 Not Found\n", "an HTTP error says so on stderr, in one line")
     }
 
     func testVerboseShowsRedactedCurlStatusAndTime() throws {
@@ -153,7 +154,15 @@ final class RestDemoTests: MockServerTestCase {
         try assertUsageError(["--timeout", "soon", "users"], mentions: "--timeout needs a number of seconds above 0 and at most 86400, not 'soon'")
         try assertUsageError(["users", "--page"], mentions: "'--page' needs a value")
         try assertUsageError(["update", "2"], mentions: "give --name, --job or both")
-        XCTAssertEqual(try restdemo([], useServer: false).status, 64)
+        let bare = try restdemo([], useServer: false)
+        XCTAssertEqual(bare.status, 64)
+        XCTAssertEqual(bare.stdout, "", "a usage error prints nothing on stdout")
+        XCTAssertTrue(bare.stderr.hasSuffix("\nrestdemo: no command given\n"), bare.stderr)
+        XCTAssertTrue(bare.stderr.contains("COMMAND"), "the overview goes to stderr: \(bare.stderr)")
+        let help = try restdemo(["--help"], useServer: false)
+        XCTAssertEqual(help.status, 0)
+        XCTAssertEqual(help.stderr, "")
+        XCTAssertTrue(help.stdout.hasPrefix("usage: restdemo [global options] COMMAND"), help.stdout)
     }
 
     func testNumbersOutOfRangeAreUsageErrorsOfflineToo() throws {
@@ -223,12 +232,22 @@ final class RestDemoTests: MockServerTestCase {
             "restdemo: Authentication failed: the credential refresh failed: the stored token was rejected; log in again (restdemo login).\n")
     }
 
+    func testVerboseLoginNeverPrintsThePassword() throws {
+        let run = try restdemo(["--verbose", "login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains(#""password":"<redacted>""#), run.stderr)
+        XCTAssertFalse(run.stdout.contains("cityslicka") || run.stderr.contains("cityslicka"), run.stderr)
+        let sent = server.lastRequest(path: "/api/login").map { String(decoding: $0.body, as: UTF8.self) } ?? ""
+        XCTAssertTrue(sent.contains("cityslicka"), "the server still got it: \(sent)")
+    }
+
     func testRetriesAndVerboseEvents() throws {
         server.enqueue(MockServer.Response(status: 503))
         let run = try restdemo(["--retries", "2", "--verbose", "user", "2"])
         XCTAssertEqual(run.status, 0, run.stderr)
         let events = run.stderr.split(separator: "\n").filter { $0.hasPrefix("· ") }
         XCTAssertEqual(events.count, 4, run.stderr)
+        guard events.count == 4 else { return }  // never index past the end: a crash would end the whole test run
         XCTAssertTrue(events[1].hasPrefix("· retrying GET \(server.baseURL.absoluteString)/api/users/2 after attempt 1 in "), run.stderr)
         XCTAssertTrue(events[1].hasSuffix(" s: HTTP 503"), run.stderr)
         XCTAssertTrue(events[3].hasPrefix("· finished GET \(server.baseURL.absoluteString)/api/users/2 HTTP 200 in "), run.stderr)

@@ -70,6 +70,43 @@ final class RetryPolicyTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 1)
     }
 
+    /// RFC 9110 §5.6.7: a recipient accepts all three date forms, on a 24-hour clock.
+    func testRetryAfterDatesInAllThreeFormsOnA24HourClock() throws {
+        let expected = 784_136_977.0  // Sun, 06 Nov 1994 15:49:37 GMT
+        for text in ["Sun, 06 Nov 1994 15:49:37 GMT", "Sunday, 06-Nov-94 15:49:37 GMT", "Sun Nov  6 15:49:37 1994"] {
+            XCTAssertEqual(RestManager.RetryPolicy.date(fromHTTPDate: text)?.timeIntervalSince1970, expected, text)
+        }
+        XCTAssertEqual(RestManager.RetryPolicy.date(fromHTTPDate: "Wed Nov 16 03:04:05 1994")?.timeIntervalSince1970, 784_955_045)
+        for text in ["1.5", "-1", "soon", "Sun, 06 Nov 1994 25:49:37 GMT", ""] {
+            XCTAssertNil(RestManager.RetryPolicy.seconds(fromRetryAfter: text), text)
+        }
+        // A date 3 s ahead, in each form, is waited for: between 2 and 3 s (the date has whole seconds).
+        let formats = ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"]
+        for format in formats {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            let seconds = try XCTUnwrap(RestManager.RetryPolicy.seconds(fromRetryAfter: formatter.string(from: Date() + 3)), format)
+            XCTAssertTrue((1.5...3).contains(seconds), "\(format): \(seconds)")
+        }
+    }
+
+    /// A Retry-After that is neither seconds nor a date does not disable the retry: the policy's own backoff applies.
+    func testAnUnreadableRetryAfterFallsBackToTheBackoff() {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0, maximumDelay: 0)
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set($0.description) }
+        for value in ["1.5", "-1", "later"] {
+            server.enqueue(MockServer.Response(status: 503, headers: [("Retry-After", value)]))
+            XCTAssertEqual(send(.get, "/_test/status/204").statusCode, 204, value)
+        }
+        XCTAssertEqual(server.receivedRequests.count, 6)
+        let retries = events.all.filter { $0.hasPrefix("retrying") }
+        XCTAssertEqual(retries.count, 3)
+        for line in retries { XCTAssertTrue(line.hasSuffix("in 0.00 s: HTTP 503"), line) }
+    }
+
     func testBrokenConnectionsAreRetriedButCancellationIsNot() {
         rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
         var closed = MockServer.Response()

@@ -1,0 +1,125 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import MockServer
+import RestManager
+
+/// One rule of what is secret: what stays behind on a redirect to another origin, and what is `<redacted>` in text.
+final class SecretTests: MockServerTestCase {
+    /// Secret headers seen in the wild, one per family (credentials, cloud keys, custom auth, tokens, cookies).
+    static let secretHeaders = [
+        "Authorization", "Proxy-Authorization", "Cookie", "X-API-Key", "Api-Key", "Ocp-Apim-Subscription-Key", "x-functions-key",
+        "X-Auth-Key", "X-Auth-Token", "X-Access-Key", "X-Master-Key", "Authentication", "X-Upstream-Authorization",
+        "X-Amz-Security-Token", "X-Goog-Api-Key", "PRIVATE-TOKEN", "X-CSRF-Token"
+    ]
+    /// Query and body names that hold secrets, and look-alikes that do not.
+    static let secretNames = [
+        "sig", "jwt", "token", "access_token", "api_key", "key", "access_key", "private_key", "code", "password", "pwd", "pass",
+        "secret", "client_secret", "refresh_token", "authorization", "otp", "pin", "ticket", "SAMLResponse", "X-Amz-Credential",
+        "X-Amz-Signature", "X-Goog-Signature"
+    ]
+    static let harmlessNames = ["page", "keyboard", "zipcode", "author", "pinned", "sort"]
+
+    private func crossOriginRedirect(status: Int, method: RestManager.HttpMethod) throws -> (Echo, MockServer) {
+        let other = MockServer()
+        try other.start()
+        let target = "http://127.0.0.1:\(other.port)/_test/echo".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let results = send(method, "/_test/redirect/\(status)?to=\(target)")
+        return (try echo(results), other)
+    }
+
+    func testOnACrossOriginRedirectOnlySafeHeadersFollow() throws {
+        for (index, name) in Self.secretHeaders.enumerated() { rest.requestHttpHeaders.add(value: "s3cret-\(index)", forKey: name) }
+        rest.requestHttpHeaders.add(value: "custom", forKey: "X-Tenant")
+        let safe = [("Accept", "application/json"), ("Accept-Language", "fr"), ("User-Agent", "App/1"), ("Cache-Control", "no-cache")]
+        for (name, value) in safe { rest.requestHttpHeaders.add(value: value, forKey: name) }
+        rest.requestHttpHeaders.add(value: "text/plain", forKey: "Content-Type")
+        rest.httpBody = Data("body".utf8)
+        let (kept, other) = try crossOriginRedirect(status: 307, method: .post)
+        defer { other.stop() }
+        XCTAssertEqual(kept.method, "POST")
+        XCTAssertEqual(kept.bodyText, "body")
+        let sent = Set(kept.headerNames().map { $0.lowercased() })
+        let expected: Set<String> = ["accept", "accept-language", "user-agent", "cache-control", "content-type", "content-length", "host"]
+        XCTAssertEqual(sent.subtracting(["accept-encoding", "connection"]), expected)
+        for (name, value) in safe { XCTAssertEqual(kept.header(name), value, name) }
+        XCTAssertEqual(kept.header("Content-Type"), "text/plain", "a 307 keeps the body and the headers that describe it")
+        // The same headers reach the same origin.
+        let same = try echo(send(.post, "/_test/redirect/307?to=/_test/echo"))
+        for (index, name) in Self.secretHeaders.enumerated() { XCTAssertEqual(same.header(name), "s3cret-\(index)", name) }
+        XCTAssertEqual(same.header("X-Tenant"), "custom")
+    }
+
+    func testA303ToAnotherOriginDropsTheBodyHeadersToo() throws {
+        rest.requestHttpHeaders.add(value: "text/plain", forKey: "Content-Type")
+        rest.requestHttpHeaders.add(value: "fr", forKey: "Content-Language")
+        rest.httpBody = Data("body".utf8)
+        let (echoed, other) = try crossOriginRedirect(status: 303, method: .post)
+        defer { other.stop() }
+        XCTAssertEqual(echoed.method, "GET")
+        XCTAssertNil(echoed.header("Content-Type"))
+        XCTAssertNil(echoed.header("Content-Language"))
+    }
+
+    func testSecretHeadersAreRedactedInCurl() throws {
+        for (index, name) in Self.secretHeaders.enumerated() { rest.requestHttpHeaders.add(value: "s3cret-\(index)", forKey: name) }
+        rest.requestHttpHeaders.add(value: "custom", forKey: "X-Tenant")
+        let line = try rest.curlCommand(forURL: url("/x"), withHttpMethod: .get)
+        for name in Self.secretHeaders { XCTAssertTrue(line.contains("-H '\(name): <redacted>'"), "\(name): \(line)") }
+        XCTAssertTrue(line.contains("-H 'X-Tenant: custom'"), line)
+        XCTAssertFalse(line.contains("s3cret"), line)
+        let revealed = try rest.curlCommand(forURL: url("/x"), withHttpMethod: .get, revealingSecrets: true)
+        XCTAssertTrue(revealed.contains("-H 'Ocp-Apim-Subscription-Key: s3cret-5'"), revealed)
+    }
+
+    func testSecretQueryNamesAreRedactedInCurlEventsAndErrors() throws {
+        for name in Self.secretNames + Self.harmlessNames { rest.urlQueryParameters.add(value: "v-\(name)", forKey: name) }
+        let redacted = (Self.secretNames.map { "\($0)=<redacted>" } + Self.harmlessNames.map { "\($0)=v-\($0)" }).joined(separator: "&")
+        let line = try rest.curlCommand(forURL: url("/_test/echo"), withHttpMethod: .get)
+        XCTAssertTrue(line.hasPrefix("curl '\(server.baseURL.absoluteString)/_test/echo?\(redacted)'"), line)
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set($0.description) }
+        XCTAssertEqual(send(.get, "/_test/echo").statusCode, 200)
+        let lines = events.all
+        XCTAssertEqual(lines.count, 2, "\(lines)")
+        for text in lines { XCTAssertTrue(text.contains("/_test/echo?\(redacted)"), text) }
+        for name in Self.secretNames {
+            XCTAssertFalse(lines.joined().contains("&\(name)=v-") || lines.joined().contains("?\(name)=v-"), name)
+        }
+        let invalid = RestManager.CustomError.invalidURL("http://h/x?sig=abc&X-Amz-Signature=def&page=1", reason: "test")
+        XCTAssertEqual(invalid.localizedDescription, "Invalid URL 'http://h/x?sig=<redacted>&X-Amz-Signature=<redacted>&page=1': test.")
+    }
+
+    func testATokenAsTheURLsUserNameIsRedacted() throws {
+        let line = try rest.curlCommand(forURL: XCTUnwrap(URL(string: "https://ghp_abc123@github.example/repos")), withHttpMethod: .get)
+        XCTAssertTrue(line.hasPrefix("curl 'https://<redacted>@github.example/repos'"), line)
+        let withPassword = try rest.curlCommand(forURL: XCTUnwrap(URL(string: "https://me:pw@h/")), withHttpMethod: .get)
+        XCTAssertTrue(withPassword.hasPrefix("curl 'https://me:<redacted>@h/'"), withPassword)
+        let timedOut = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "https://ghp_abc123@h/x")), after: 1)
+        XCTAssertEqual(timedOut.localizedDescription, "The request to https://<redacted>@h/x timed out after 1.0 s.")
+    }
+
+    func testSecretJSONAndFormFieldsAreRedactedInCurl() throws {
+        var request = RestManager.Request(.post, url: url("/login"))
+        request.headers.add(value: "application/json", forKey: "Content-Type")
+        request.body = Data(#"{"user":"neo","password":"p4ss","nested":[{"client_secret":"c5"}],"refresh_token":"r7"}"#.utf8)
+        let json = try rest.curlCommand(for: request)
+        XCTAssertTrue(
+            json.hasSuffix(
+                #"--data-binary '{"nested":[{"client_secret":"<redacted>"}],"password":"<redacted>","refresh_token":"<redacted>","user":"neo"}'"#),
+            json)
+        XCTAssertTrue(try rest.curlCommand(for: request, revealingSecrets: true).contains(#""password":"p4ss""#))
+        var form = RestManager.Request(.post, url: url("/login"))
+        form.headers.add(value: "application/x-www-form-urlencoded", forKey: "Content-Type")
+        for (name, value) in [("username", "neo"), ("password", "p 4ss"), ("grant_type", "password"), ("code", "c0de")] {
+            form.bodyParameters.append(value: value, forKey: name)
+        }
+        let line = try rest.curlCommand(for: form)
+        XCTAssertTrue(line.hasSuffix("--data-binary 'username=neo&password=<redacted>&grant_type=password&code=<redacted>'"), line)
+        var plain = RestManager.Request(.post, url: url("/x"))
+        plain.body = Data(#"{"password":"not JSON-typed"}"#.utf8)
+        XCTAssertTrue(try rest.curlCommand(for: plain).contains("not JSON-typed"), "an octet-stream body is not parsed")
+    }
+}
