@@ -17,5 +17,8 @@ report() { "$cov" report "$binary" -instr-profile="$profile" "$@"; }
 library=$(report Sources/RestManager/RestManager.swift | awk '/^TOTAL/ { print $10 }')
 mock=$(report Sources/MockServer | awk '/^TOTAL/ { print $10 }')
 echo "line coverage: Sources/RestManager/RestManager.swift $library, Sources/MockServer $mock"
+for addon in Sources/RestManager/RestManager+*.swift; do
+  echo "line coverage: $addon $(report "$addon" | awk '/^TOTAL/ { print $10 }')"
+done
 python3 -c "import sys; sys.exit(0 if float('${library%\%}') >= $minimum else 1)" \
   || { echo "the library file's line coverage is below $minimum %"; exit 1; }

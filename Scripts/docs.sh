@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation from the library file's symbol graph and the catalog, warnings as
+# Builds the DocC documentation from the library files' symbol graph (the core and its add-ons) and the catalog, warnings as
 # errors (a broken symbol link fails). Output: .build-docs/RestManager.doccarchive (or $1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,19 +9,20 @@ trap 'rm -rf "$graphs"' EXIT
 swiftc -emit-module -module-name RestManager -parse-as-library -swift-version 6 \
   -emit-module-path "$graphs/RestManager.swiftmodule" \
   -emit-symbol-graph -emit-symbol-graph-dir "$graphs" -symbol-graph-minimum-access-level public \
-  Sources/RestManager/RestManager.swift
+  Sources/RestManager/*.swift
 # Every public declaration has a /// summary (attributes such as @discardableResult may stand between).
 python3 - <<'PY'
-import re, sys
-lines = open("Sources/RestManager/RestManager.swift").read().split("\n")
+import glob, re, sys
 missing = []
-for index, line in enumerate(lines):
+for path in sorted(glob.glob("Sources/RestManager/*.swift")):
+  lines = open(path).read().split("\n")
+  for index, line in enumerate(lines):
     if re.match(r"\s*public (?!extension)", line) or re.match(r"\s*@\w+.*\bpublic\b", line):
         previous = index - 1
         while previous >= 0 and lines[previous].strip().startswith("@"):
             previous -= 1
         if previous < 0 or not lines[previous].strip().startswith("///"):
-            missing.append(f"Sources/RestManager/RestManager.swift:{index + 1}: {line.strip()}")
+            missing.append(f"{path}:{index + 1}: {line.strip()}")
 if missing:
     print("public declarations without a /// summary:\n" + "\n".join(missing))
     sys.exit(1)

@@ -109,14 +109,14 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.baseURL = newValue } }
     }
 
-    /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before
-    /// it expires and after a 401 (once for any number of concurrent 401s). Default nil.
-    public var authenticator: Authenticator? {
-        get { withState { $0.authenticator } }
-        set { withState { $0.authenticator = newValue } }
+    /// Interceptors that see every attempt of every call, in order, before a request's own (default none):
+    /// `rest.interceptors.append(Signer(key: key))`. The retry policy runs after them all.
+    public var interceptors: [any Interceptor] {
+        get { withState { $0.interceptors } }
+        set { withState { $0.interceptors = newValue } }
     }
 
-    /// When and how failed requests are tried again (default nil: never).
+    /// When and how failed requests are tried again (default nil: never); an interceptor that runs after all others.
     public var retryPolicy: RetryPolicy? {
         get { withState { $0.retryPolicy } }
         set { withState { $0.retryPolicy = newValue } }
@@ -578,7 +578,7 @@ public final class RestManager: @unchecked Sendable {
         /// URLSession followed a redirect without asking the library (its redirect hook was not
         /// called), so secrets may have gone to another origin unchecked. Please report it.
         case unexpectedRedirect(URL)
-        /// The authenticator could not provide a credential: its refresh failed (the reason says why) or ran more than five times within 30 s.
+        /// The authenticator could not provide a credential: its refresh failed, or the server rejected its new ones (the reason says).
         case authenticationFailed(reason: String)
         /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
         case fileAccessFailed(URL, reason: String)
@@ -782,6 +782,8 @@ public final class RestManager: @unchecked Sendable {
         public var body: Data?
         /// The longest the whole call may take, retries included (nil: the manager's `timeoutInterval`).
         public var timeoutInterval: TimeInterval?
+        /// Interceptors for this request alone, run after the manager's.
+        public var interceptors: [any Interceptor] = []
         var files: [MultipartBody.Part] = []
         /// A body streamed from this file (`upload(fileAt:)`, or an assembled multipart body).
         var bodyFile: URL?
@@ -803,104 +805,11 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    // MARK: - Nested types: Authenticator
-
-    /// OAuth2-style bearer tokens: added to every request that has no `Authorization` of its own,
-    /// refreshed before they expire and after a 401, one refresh at a time for any number of callers.
-    /// ```swift
-    /// rest.authenticator = RestManager.Authenticator(credential: stored) { rejected in
-    ///     try await tokenService.refresh(rejected)  // may call this same manager
-    /// }
-    /// ```
-    public final class Authenticator: @unchecked Sendable {
-        /// An access token and when it stops being valid (nil: unknown).
-        public struct Credential: Sendable, Equatable {
-            /// Sent as `Authorization: Bearer <accessToken>`.
-            public var accessToken: String
-            /// When the token expires; it is refreshed before sending from 30 s before then.
-            public var expiresAt: Date?
-            /// A credential.
-            public init(accessToken: String, expiresAt: Date? = nil) { (self.accessToken, self.expiresAt) = (accessToken, expiresAt) }
-            var expiresSoon: Bool { expiresAt.map { $0.timeIntervalSinceNow < 30 } ?? false }
-        }
-
-        private let lock = Lock()
-        private var stored: Credential?
-        private let refresh: @Sendable (_ rejected: Credential?) async throws -> Credential
-        /// Callers waiting for the refresh under way; nil when none runs.
-        private var waiting: [Completion]?
-        typealias Completion = @Sendable (Result<Credential, Error>) -> Void
-        private var refreshTimes: [Date] = []
-        /// Requests made by `refresh` itself (logging in again, say) go without this authenticator.
-        @TaskLocal static var isRefreshing = false
-
-        /// An authenticator starting from `credential` (nil: none yet); `refresh` gets the credential a
-        /// server rejected (or that expired) and returns a new one, or throws.
-        public init(credential: Credential?, refresh: @escaping @Sendable (_ rejected: Credential?) async throws -> Credential) {
-            (stored, self.refresh) = (credential, refresh)
-        }
-
-        /// The credential sent now: set it after logging in, nil after logging out.
-        public var credential: Credential? {
-            get { lock.withLock { stored } }
-            set { lock.withLock { stored = newValue } }
-        }
-
-        /// A credential fit to send: the current one, refreshed first when it expires within 30 s.
-        func validCredential(onRefresh: @Sendable () -> Void, _ done: @escaping @Sendable (Result<Credential?, Error>) -> Void) {
-            let current = lock.withLock { stored }
-            guard let current, current.expiresSoon else { return done(.success(current)) }
-            refreshRejecting(current, onRefresh: onRefresh) { done($0.map { $0 }) }
-        }
-
-        /// After a 401 to a request that carried `token`: the current credential when it is newer,
-        /// else a refreshed one (joining a refresh under way).
-        func credential(replacing token: String?, onRefresh: @Sendable () -> Void, _ done: @escaping Completion) {
-            let current = lock.withLock { stored }
-            if let current, current.accessToken != token { return done(.success(current)) }
-            refreshRejecting(current, onRefresh: onRefresh, done)
-        }
-
-        private func refreshRejecting(_ rejected: Credential?, onRefresh: @Sendable () -> Void, _ done: @escaping Completion) {
-            enum Start { case joined, tooMany, started }
-            let start = lock.withLock { () -> Start in
-                if waiting != nil {
-                    waiting?.append(done)
-                    return .joined
-                }
-                // More than five refreshes in 30 s is a loop (a server that rejects every new token).
-                refreshTimes = refreshTimes.filter { $0.timeIntervalSinceNow > -30 }
-                guard refreshTimes.count < 5 else { return .tooMany }
-                refreshTimes.append(Date())
-                waiting = [done]
-                return .started
-            }
-            switch start {
-            case .joined: return
-            case .tooMany: return done(.failure(CustomError.authenticationFailed(reason: "more than 5 credential refreshes within 30 s")))
-            case .started: onRefresh()
-            }
-            let refresh = self.refresh
-            Task {
-                let result: Result<Credential, Error>
-                do { result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) }) } catch {
-                    result = .failure(CustomError.authenticationFailed(reason: "the credential refresh failed: \(error.localizedDescription)"))
-                }
-                let callers = lock.withLock { () -> [Completion] in
-                    if case .success(let credential) = result { stored = credential }
-                    defer { waiting = nil }
-                    return waiting ?? []
-                }
-                for caller in callers { caller(result) }
-            }
-        }
-    }
-
     // MARK: - Nested types: RetryPolicy
 
     /// When to try a request again: which methods, on which statuses and network errors, after what
     /// delay (`rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)`). All attempts share the call's one deadline.
-    public struct RetryPolicy: Sendable {
+    public struct RetryPolicy: Interceptor {
         /// Retries after the first attempt (default 2).
         public var maximumRetries: Int
         /// The delay before the first retry, doubled for each one after it (default 0.5 s).
@@ -926,6 +835,12 @@ public final class RestManager: @unchecked Sendable {
         static let retryableErrors: Set<URLError.Code> = [
             .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown
         ]
+
+        /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the first).
+        public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
+            let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
+            return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0.seconds) } ?? .deliver
+        }
 
         /// The delay before retry number `retry` (from 1) after `results`, and why; nil for no retry.
         func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> (seconds: TimeInterval, reason: String)? {
@@ -976,6 +891,39 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
+    // MARK: - Nested types: Interceptor
+
+    /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry policy.
+    /// Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
+    /// ```swift
+    /// struct RetryOnce503: RestManager.Interceptor {
+    ///     func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+    ///         results.statusCode == 503 && attempt == 1 ? .retry(after: 0.2) : .deliver
+    ///     }
+    /// }
+    /// ```
+    public protocol Interceptor: Sendable {
+        /// The request to send for attempt `attempt` (1 for the first; retries and resends count on).
+        /// Throwing ends the call with that error (a CustomError as is, any other wrapped).
+        func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest
+        /// What to do with the outcome of attempt `attempt`; `request` is what `adapt` made for it (before redirects).
+        func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision
+    }
+
+    /// What an interceptor makes of an attempt's outcome.
+    public enum AttemptDecision: Sendable {
+        /// Pass the results on (to the next interceptor, then the caller).
+        case deliver
+        /// Send again after the delay in seconds; `adapt` runs again. A delay that would end after the call's deadline,
+        /// or a retry beyond `maximumAttempts`, delivers the current results instead. Later interceptors are not asked.
+        case retry(after: TimeInterval)
+        /// The next interceptors and the caller get these results.
+        case deliverInstead(Results)
+    }
+
+    /// The most attempts one call makes, so that an interceptor that always asks for a retry cannot loop forever.
+    public static let maximumAttempts = 100
+
     // MARK: - Nested types: Event
 
     /// What happened to a call, for logs and metrics (`eventHandler`).
@@ -1011,12 +959,14 @@ public final class RestManager: @unchecked Sendable {
         var body: Data?, files: [MultipartBody.Part] = []
         var timeout: TimeInterval = 60, callbackQueue = DispatchQueue.global(qos: .userInitiated)
         var followsRedirects = true, maximumRedirects = 10, maximumResponseSize: Int? = 100 * 1024 * 1024, deduplicates = false
-        var baseURL: URL?, authenticator: Authenticator?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
+        var baseURL: URL?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
+        var interceptors: [any Interceptor] = []
 
-        /// The same settings without headers or credentials: what `getData` sends (often to another host).
+        /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to another host).
         func forPlainDownload() -> Snapshot {
             var plain = self
-            (plain.headers, plain.authenticator) = (RestEntity(ignoringKeyCase: true), nil)
+            plain.headers = RestEntity(ignoringKeyCase: true)
+            plain.interceptors = []
             return plain
         }
 
@@ -1057,10 +1007,6 @@ public final class RestManager: @unchecked Sendable {
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
-            if let framing = headers.orderedPairs.first(where: { framingHeaderNames.contains($0.key.lowercased()) }) {
-                throw CustomError.invalidHeader(
-                    name: framing.key, reason: "it frames the message, which only URLSession may set (a wrong value would smuggle a request)")
-            }
             if let file = value.bodyFile {
                 guard method != .get && method != .head else { throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body") }
                 try FileStream.check(file)
@@ -1218,6 +1164,10 @@ public final class RestManager: @unchecked Sendable {
             }
             if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
                 throw CustomError.invalidHeader(name: name, reason: "the value contains CR, LF or NUL")
+            }
+            if framingHeaderNames.contains(name.lowercased()) {
+                throw CustomError.invalidHeader(
+                    name: name, reason: "it frames the message, which only URLSession may set (a wrong value would smuggle a request)")
             }
         }
 
@@ -1417,8 +1367,6 @@ public final class RestManager: @unchecked Sendable {
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
         snapshot.maximumRedirects = max(0, snapshot.maximumRedirects)
         snapshot.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
-        // A request made by the authenticator's own refresh goes without it (no waiting on itself).
-        if Authenticator.isRefreshing { snapshot.authenticator = nil }
         // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
         let queue = progress == nil ? snapshot.callbackQueue : DispatchQueue(label: "RestManager.progress", target: snapshot.callbackQueue)
         let started = DispatchTime.now()
@@ -1461,8 +1409,11 @@ public final class RestManager: @unchecked Sendable {
         }
         handle.describe(request)
         let method = value.method
-        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil else {
-            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer, onFinish: nil)
+        let interceptors = snapshot.interceptors + value.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])
+        // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
+        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil, value.interceptors.isEmpty else {
+            let exchange = Exchange(
+                request: request, snapshot: snapshot, interceptors: interceptors, transport: transport, transfer: transfer, onFinish: nil)
             if exchange.add(handle) { exchange.start() }
             return
         }
@@ -1471,7 +1422,9 @@ public final class RestManager: @unchecked Sendable {
         let inFlight = self.inFlight
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
-            let exchange = Exchange(request: request, snapshot: snapshot, transport: transport, transfer: transfer) { finished in
+            let exchange = Exchange(
+                request: request, snapshot: snapshot, interceptors: interceptors, transport: transport, transfer: transfer
+            ) { finished in
                 inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
             }
             guard exchange.add(handle) else { return nil }
@@ -1649,25 +1602,31 @@ public final class RestManager: @unchecked Sendable {
         private var task: URLSessionDataTask?
         /// The deadline, a retry's delay, progress reports: cancelled when the exchange finishes.
         private var timers: [DispatchSourceTimer] = []
-        private var redirectCount = 0, attempt = 0, retries = 0
-        private var finished = false, redirectHookRan = false, resentAfter401 = false
+        private var redirectCount = 0, attempt = 0
+        /// The call's interceptors: the manager's, the request's, then the retry policy.
+        private let interceptors: [any Interceptor]
+        /// The request the interceptors made for the current attempt (`request` follows redirects).
+        private var attemptRequest: URLRequest
+        private var finished = false, redirectHookRan = false
         private var request: URLRequest
         private var body = Data()
         private let firstRequest: URLRequest
-        private let method: HttpMethod
         private let started = DispatchTime.now()
-        private var sentToken: String?
         // Transfers (nothing when off).
         private let transfer: Transfer
         private let uploadSize: Int64?
         private var bodyFile: URL?
         private var lastProgress: TransferProgress?
 
-        init(request: URLRequest, snapshot: Snapshot, transport: Transport, transfer: Transfer, onFinish: (@Sendable (Exchange) -> Void)?) {
+        init(
+            request: URLRequest, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport, transfer: Transfer,
+            onFinish: (@Sendable (Exchange) -> Void)?
+        ) {
             (self.transfer, self.settings, self.transport, self.onFinish) = (transfer, snapshot, transport, onFinish)
             (self.request, self.firstRequest, self.firstURL) = (request, request, request.url ?? URL(fileURLWithPath: "/"))
+            self.attemptRequest = request
+            self.interceptors = interceptors
             (self.bodyFile, self.uploadSize) = (transfer.bodyFile, transfer.bodyFile.flatMap(FileStream.size))
-            self.method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
         }
 
         deinit { if let file = transfer.temporaryFile { try? FileManager.default.removeItem(at: file) } }
@@ -1703,65 +1662,79 @@ public final class RestManager: @unchecked Sendable {
             return kept
         }
 
-        /// Sends the call's request (again): with the current credential when an authenticator is set.
+        /// Numbers the next attempt and lets the interceptors adapt the call's request for it (in a task, only when there are any).
         private func beginAttempt() {
-            let first = firstRequest
-            guard let authenticator = settings.authenticator, first.value(forHTTPHeaderField: "Authorization") == nil else {
-                return sendAttempt(first, token: nil)
+            let next = firstRequest
+            let number = lock.withLock { () -> Int? in
+                guard !finished else { return nil }
+                attempt += 1
+                return attempt
             }
-            authenticator.validCredential(onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
-                switch result {
-                case .success(let credential):
-                    var next = first
-                    if let credential { next.setValue("Bearer \(credential.accessToken)", forHTTPHeaderField: "Authorization") }
-                    self.sendAttempt(next, token: credential?.accessToken)
-                case .failure(let error): self.fail(error)
+            guard let number else { return }
+            guard !interceptors.isEmpty else { return transmit(next, attempt: number) }
+            let interceptors = self.interceptors
+            Task {
+                do {
+                    var adapted = next
+                    for interceptor in interceptors { adapted = try await interceptor.adapt(adapted, attempt: number) }
+                    for (name, value) in adapted.allHTTPHeaderFields ?? [:] { try RequestBuilder.validateHeader(name: name, value: value) }
+                    self.transmit(adapted, attempt: number)
+                } catch {
+                    self.fail(error)
                 }
             }
         }
 
-        private func sendAttempt(_ next: URLRequest, token: String?) {
-            let number = lock.withLock { () -> Int? in
-                guard !finished else { return nil }
-                attempt += 1
+        private func transmit(_ next: URLRequest, attempt number: Int) {
+            let proceed = lock.withLock { () -> Bool in
+                guard !finished else { return false }
                 redirectCount = 0
                 bodyFile = transfer.bodyFile
                 request = next
-                sentToken = token
-                return attempt
+                attemptRequest = next
+                return true
             }
-            guard let number else { return }
+            guard proceed else { return }
             settings.eventHandler?(.started(next, attempt: number))
             send(next)
         }
 
-        /// An attempt's outcome: sent again with a new credential after a 401, retried by the policy while the deadline allows, or delivered.
+        /// An attempt's outcome goes through the interceptors' `decide` (in a task, only when there are any): retried after
+        /// the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
         private func attemptEnded(_ results: Results) {
-            if let authenticator = settings.authenticator, results.statusCode == 401, firstRequest.value(forHTTPHeaderField: "Authorization") == nil,
-                let token = lock.withLock({ () -> String?? in
-                    guard !resentAfter401, !finished else { return nil }
-                    resentAfter401 = true
-                    return .some(sentToken)
-                })
-            {
-                authenticator.credential(replacing: token, onRefresh: { self.settings.eventHandler?(.refreshingCredential) }) { result in
-                    if case .failure(let error) = result { return self.fail(error) }
-                    self.beginAttempt()
+            guard !interceptors.isEmpty else { return finish(results) }
+            let (sent, number) = lock.withLock { (attemptRequest, attempt) }
+            let interceptors = self.interceptors
+            Task {
+                var delivered = results
+                var delay: TimeInterval?
+                asking: for interceptor in interceptors {
+                    switch await interceptor.decide(after: delivered, for: sent, attempt: number) {
+                    case .deliver: continue
+                    case .deliverInstead(let replacement): delivered = replacement
+                    case .retry(let seconds):
+                        delay = RetryPolicy.finite(seconds)
+                        break asking
+                    }
                 }
-                return
-            }
-            guard let retryPolicy = settings.retryPolicy else { return finish(results) }
-            let decision = lock.withLock { () -> (delay: TimeInterval, reason: String, attempt: Int)? in
-                guard !finished, let next = retryPolicy.delay(beforeRetry: retries + 1, after: results, method: method) else { return nil }
                 // The next attempt must start before the call's deadline, or the last answer is delivered now.
-                guard elapsed + next.seconds < settings.timeout else { return nil }
-                retries += 1
-                return (next.seconds, next.reason, attempt)
+                guard let delay, number < RestManager.maximumAttempts, self.elapsed + delay < self.settings.timeout else {
+                    return self.finish(delivered)
+                }
+                let retrying = Event.retrying(sent, attempt: number, delay: delay, reason: Self.reason(delivered))
+                self.settings.eventHandler?(retrying)
+                // Holds the exchange while it waits (nothing else does then).
+                self.startTimer(after: delay) { self.beginAttempt() }
             }
-            guard let decision else { return finish(results) }
-            settings.eventHandler?(.retrying(lock.withLock { request }, attempt: decision.attempt, delay: decision.delay, reason: decision.reason))
-            // Holds the exchange while it waits (nothing else does then).
-            startTimer(after: decision.delay) { self.beginAttempt() }
+        }
+
+        /// Why an attempt is retried, for the `retrying` event: the status (and its Retry-After) or the network error.
+        private static func reason(_ results: Results) -> String {
+            if case .transport(let error)? = results.error as? CustomError { return "network error \(error.code.rawValue)" }
+            if let error = results.error { return error.localizedDescription }
+            let header = results.response?.headers.value(forKey: "Retry-After")
+            let retryAfter = header.flatMap { RetryPolicy.seconds(fromRetryAfter: $0) == nil ? nil : ", Retry-After \($0)" } ?? ""
+            return "HTTP \(results.statusCode ?? 0)" + retryAfter
         }
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
@@ -2141,6 +2114,15 @@ public final class RestManager: @unchecked Sendable {
         private var value: Value
         init(_ value: Value) { self.value = value }
         func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result { try lock.withLock { try body(&value) } }
+    }
+}
+
+extension RestManager.Interceptor {
+    /// Sends the request as it is.
+    public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest { request }
+    /// Delivers the results as they are.
+    public func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+        .deliver
     }
 }
 

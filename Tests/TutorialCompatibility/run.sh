@@ -17,6 +17,18 @@ swiftc -swift-version 5 -warnings-as-errors -parse-as-library -emit-module -modu
 echo "== RestManager.swift alone, Swift 6 language mode, warnings as errors"
 swiftc -swift-version 6 -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
   -emit-module-path "$work/RestManager6.swiftmodule" "$library"
+# Each add-on compiles with the core alone, and all of them together (RESTMANAGER_ADDON_DIR: where the add-ons are).
+addons="${RESTMANAGER_ADDON_DIR:-$root/Sources/RestManager}"
+for addon in "$addons"/RestManager+*.swift; do
+  for mode in 5 6; do
+    echo "== the core with $(basename "$addon") alone, Swift $mode language mode, warnings as errors"
+    swiftc -swift-version "$mode" -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
+      -emit-module-path "$work/RestManagerAddOn$mode.swiftmodule" "$library" "$addon"
+  done
+done
+echo "== the core with every add-on, Swift 5 language mode, warnings as errors"
+swiftc -swift-version 5 -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
+  -emit-module-path "$work/RestManagerAll.swiftmodule" "$library" "$addons"/RestManager+*.swift
 echo "== the tutorial program, compiled with the file alone"
 swiftc -swift-version 6 -warnings-as-errors "$library" "$root/Tests/TutorialCompatibility/main.swift" -o "$work/tutorial"
 

@@ -61,6 +61,26 @@ class MockServerTestCase: XCTestCase {
         return results
     }
 
+    /// Sends a value request and waits for its completion, failing the test if it never comes.
+    @discardableResult
+    func send(
+        _ request: RestManager.Request, using manager: RestManager? = nil, timeout: TimeInterval = 15,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> RestManager.Results {
+        let done = expectation(description: "\(request.method) \(request.url)")
+        let box = ResultBox<RestManager.Results>()
+        (manager ?? rest).makeRequest(request) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: timeout)
+        guard let results = box.value else {
+            XCTFail("no completion", file: file, line: line)
+            return RestManager.Results(withError: RestManager.CustomError.failedToCreateRequest)
+        }
+        return results
+    }
+
     /// Waits (off the cooperative pool) until the server has received `count` requests.
     func serverReceived(_ count: Int, file: StaticString = #filePath, line: UInt = #line) async {
         let server = self.server!
