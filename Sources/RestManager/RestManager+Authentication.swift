@@ -11,8 +11,8 @@ import FoundationNetworking
 extension RestManager {
     // MARK: - Public API
 
-    /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before it expires and after a
-    /// 401 (once for any number of concurrent 401s). Default nil. It is the first of the manager's `interceptors`.
+    /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before it expires and after
+    /// a 401 (once for any number of concurrent 401s). Default nil. It is the first of the manager's `interceptors`.
     ///
     /// With a `baseURL`, the token goes only to requests for that origin (scheme, host and port): a CDN or a presigned
     /// storage URL called on the same manager gets none. Without a `baseURL` it goes to every origin.
@@ -71,7 +71,8 @@ extension RestManager {
         private var stored: Credential?
         /// When `stored` was set: a token is refreshed ahead of its expiry by a quarter of its life, at most 30 s.
         private var storedAt = Date()
-        /// Changes whenever the caller sets `credential`, so that a refresh under way does not overwrite the caller's value.
+        /// Changes whenever the caller sets `credential`, so that a refresh under way does not overwrite the caller's
+        /// value.
         private var generation = 0
         private var state = RefreshState.idle
         /// Whether `stored` came from `refresh` and no answer other than a 401 has used it yet.
@@ -198,7 +199,8 @@ extension RestManager {
             }
         }
 
-        /// Stores the new credential unless the caller set one meanwhile (which then wins), and resumes every waiting caller.
+        /// Stores the new credential unless the caller set one meanwhile (which then wins), and resumes every waiting
+        /// caller.
         private func finishRefresh(_ result: Result<Credential, Error>, startedGeneration: Int) {
             let (waiting, outcome) = withLock { () -> ([CheckedContinuation<Credential, Error>], Result<Credential, Error>) in
                 var outcome = result
@@ -263,7 +265,8 @@ extension RestManager {
         }
     }
 
-    /// The manager's authenticator in its chain: scoped to the manager's `baseURL` origin, reporting refreshes as events.
+    /// The manager's authenticator in its chain: scoped to the manager's `baseURL` origin, reporting refreshes as
+    /// events.
     struct BoundAuthenticator: Interceptor {
         let authenticator: Authenticator
         weak var manager: RestManager?

@@ -20,9 +20,9 @@ import Dispatch
 /// }
 /// ```
 ///
-/// The properties persist between requests, as in the tutorial: each call sends what they hold
-/// when it is made, and each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers
-/// that configure and send from many threads at once build `Request` values instead.
+/// The properties persist between requests, as in the tutorial: each call sends what they hold when it is made, and
+/// each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers that configure and send from many threads
+/// at once build `Request` values instead.
 public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
@@ -56,14 +56,15 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.body = newValue } }
     }
 
-    /// The longest a whole request may take, redirects included, in seconds (default 60).
-    /// Enforced by the library itself, so 0.5 means half a second on Linux too.
+    /// The longest a whole request may take, redirects included, in seconds (default 60). Enforced by the library
+    /// itself, so 0.5 means half a second on Linux too.
     public var timeoutInterval: TimeInterval {
         get { withState { $0.timeout } }
         set { withState { $0.timeout = newValue } }
     }
 
-    /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos: .userInitiated)`).
+    /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos:
+    /// .userInitiated)`).
     ///
     /// As with URLSession, a completion that blocks holds a thread of this queue: one that waits for another request
     /// should use a queue of its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
@@ -78,8 +79,8 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.followsRedirects = newValue } }
     }
 
-    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10);
-    /// a redirect loop ends the same way once it has used them up.
+    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10); a redirect loop
+    /// ends the same way once it has used them up.
     public var maximumRedirects: Int {
         get { withState { $0.maximumRedirects } }
         set { withState { $0.maximumRedirects = newValue } }
@@ -102,8 +103,9 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// What relative request URLs are resolved against, joined with exactly one "/": base `https://h/api` or
-    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`. A base's query
-    /// is kept, before the URL's (`https://h/api?key=S` gives `https://h/api/users?key=S&page=2`); its fragment is dropped.
+    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`. A base's query is
+    /// kept, before the URL's (`https://h/api?key=S` gives `https://h/api/users?key=S&page=2`); its fragment is
+    /// dropped.
     public var baseURL: URL? {
         get { withState { $0.baseURL } }
         set { withState { $0.baseURL = newValue } }
@@ -122,8 +124,9 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.retryPolicy = newValue } }
     }
 
-    /// Told of every attempt, retry, credential refresh and finished call, on no particular queue (keep it quick; it must
-    /// not wait for this manager's requests): `rest.eventHandler = { print($0) }` logs one line each, secrets redacted.
+    /// Told of every attempt, retry, credential refresh and finished call, on no particular queue (keep it quick; it
+    /// must not wait for this manager's requests): `rest.eventHandler = { print($0) }` logs one line each, secrets
+    /// redacted.
     public var eventHandler: (@Sendable (Event) -> Void)? {
         get { withState { $0.eventHandler } }
         set { withState { $0.eventHandler = newValue } }
@@ -139,8 +142,8 @@ public final class RestManager: @unchecked Sendable {
     /// (`configuration.protocolClasses = [MyStubProtocol.self]`), proxies or a cookie store of your own.
     public init(configuration: URLSessionConfiguration) { transport = Transport(configuration: configuration) }
 
-    /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files.
-    /// Headers are kept: they usually describe the API rather than one request.
+    /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files. Headers are kept: they
+    /// usually describe the API rather than one request.
     public func clearParameters() { withState { ($0.query, $0.bodyParameters, $0.body, $0.files) = (RestEntity(), RestEntity(), nil, []) } }
 
     /// Adds a file to send as `multipart/form-data` with the next requests, with `httpBodyParameters` as text fields:
@@ -149,7 +152,8 @@ public final class RestManager: @unchecked Sendable {
         withState { $0.files.append(MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)) }
     }
 
-    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is already set.
+    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is
+    /// already set.
     /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
     public func setHttpBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
         let data = try Encoding.json(value, encoder: encoder)
@@ -161,7 +165,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: the tutorial's calls
 
-    /// Sends a request built from the manager's headers, query and body, and calls `completion` exactly once with the outcome, on `callbackQueue`.
+    /// Sends a request built from the manager's headers, query and body, and calls `completion` exactly once with the
+    /// outcome, on `callbackQueue`.
     /// - Parameters:
     ///   - url: an absolute `http` or `https` URL; a query already in it is kept.
     ///   - httpMethod: the method; sent upper-case.
@@ -179,14 +184,15 @@ public final class RestManager: @unchecked Sendable {
         return perform(request, snapshot: snapshot, completion: completion)
     }
 
-    /// Downloads the bytes at `url` (a plain GET: the manager's headers and parameters are not
-    /// sent) and calls `completion` with them, or with nil on any error or non-2xx status.
+    /// Downloads the bytes at `url` (a plain GET: the manager's headers and parameters are not sent) and calls
+    /// `completion` with them, or with nil on any error or non-2xx status.
     @discardableResult
     public func getData(fromURL url: URL, completion: @escaping @Sendable (_ data: Data?) -> Void) -> RequestHandle {
         loadData(fromURL: url) { result in completion(try? result.get()) }
     }
 
-    /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or `CustomError.unacceptableStatusCode` for a non-2xx answer.
+    /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or
+    /// `CustomError.unacceptableStatusCode` for a non-2xx answer.
     @discardableResult
     public func loadData(fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
         let snapshot = withState { $0.forPlainDownload() }
@@ -195,8 +201,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: async calls
 
-    /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`.
-    /// Cancelling the surrounding `Task` cancels the request (`Results.error` is `.cancelled`).
+    /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`. Cancelling the surrounding `Task`
+    /// cancels the request (`Results.error` is `.cancelled`).
     public func makeRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
             self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: $0)
@@ -217,7 +223,8 @@ public final class RestManager: @unchecked Sendable {
     /// decoder.keyDecodingStrategy = .convertFromSnakeCase
     /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
     /// ```
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
+    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport
+    ///   error.
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
         decoder: JSONDecoder = JSONDecoder(), timeoutInterval: TimeInterval? = nil
@@ -229,7 +236,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: utilities
 
-    /// The `curl` command line for the request `makeRequest` would send now; secrets are `<redacted>` unless `revealingSecrets`.
+    /// The `curl` command line for the request `makeRequest` would send now; secrets are `<redacted>` unless
+    /// `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false) throws -> String {
         RequestBuilder.curlCommand(for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
@@ -244,9 +252,9 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: requests as values
 
-    /// Sends `request`: the manager's headers, then the request's own (which win), the
-    /// authenticator's token, the retry policy and events all apply; the manager's query, body and
-    /// files do not. Calls `completion` exactly once, on `callbackQueue`.
+    /// Sends `request`: the manager's headers, then the request's own (which win), the authenticator's token, the retry
+    /// policy and events all apply; the manager's query, body and files do not. Calls `completion` exactly once, on
+    /// `callbackQueue`.
     /// ```swift
     /// var request = RestManager.Request(.post, url: URL(string: "users")!)  // relative to baseURL
     /// try request.setBody(NewUser(name: "neo", job: "chosen"))
@@ -263,7 +271,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
+    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport
+    ///   error.
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, for request: Request, decoder: JSONDecoder = JSONDecoder()
     ) async throws -> Value {
@@ -272,7 +281,8 @@ public final class RestManager: @unchecked Sendable {
         return try results.decode(type, using: decoder)
     }
 
-    /// The `curl` command line for `request` as sent now (without the credential); secrets `<redacted>` unless `revealingSecrets`.
+    /// The `curl` command line for `request` as sent now (without the credential); secrets `<redacted>` unless
+    /// `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(for request: Request, revealingSecrets: Bool = false) throws -> String {
         RequestBuilder.curlCommand(for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
@@ -283,9 +293,10 @@ public final class RestManager: @unchecked Sendable {
     /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers and credential;
     /// not its query or body) and calls `completion` once, on `callbackQueue`.
     ///
-    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx is
-    /// `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding memory;
-    /// the next call to the same destination resumes an interrupted `.part`, or starts over when the server's file changed.
+    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx
+    /// is `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding
+    /// memory; the next call to the same destination resumes an interrupted `.part`, or starts over when the server's
+    /// file changed.
     /// ```swift
     /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
     /// ```
@@ -308,7 +319,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
-    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file fails with `.fileAccessFailed`.
+    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file fails with
+    /// `.fileAccessFailed`.
     @discardableResult
     public func upload(
         fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post, progress: (@Sendable (TransferProgress) -> Void)? = nil,
@@ -349,8 +361,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// An ordered collection of string keys and values: headers, query or body parameters.
     ///
-    /// `add` replaces the value of an existing key in place; `append` keeps earlier values, for
-    /// repeated keys (`tag=a&tag=b`). Entities used for headers ignore the case of keys (`value(forKey: "content-type")` finds `Content-Type`).
+    /// `add` replaces the value of an existing key in place; `append` keeps earlier values, for repeated keys
+    /// (`tag=a&tag=b`). Entities used for headers ignore the case of keys (`value(forKey: "content-type")` finds
+    /// `Content-Type`).
     public struct RestEntity: Sendable, Equatable {
         private var entries: [Entry] = []
         private var keysIgnoreCase = false
@@ -374,8 +387,8 @@ public final class RestManager: @unchecked Sendable {
             entries = entries.prefix(first + 1) + entries.dropFirst(first + 1).filter { $0.normalized != normalized }
         }
 
-        /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies
-        /// send every pair in order (`tag=a&tag=b`); a header sends the values joined with ", ".
+        /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies send every pair in
+        /// order (`tag=a&tag=b`); a header sends the values joined with ", ".
         public mutating func append(value: String, forKey key: String) { entries.append(Entry(key: key, value: value, normalized: normalize(key))) }
         /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? { entries.first(where: matching(key))?.value }
@@ -386,8 +399,8 @@ public final class RestManager: @unchecked Sendable {
         public mutating func removeValue(forKey key: String) { entries.removeAll(where: matching(key)) }
         /// Removes every value.
         public mutating func removeAll() { entries = [] }
-        /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order);
-        /// the values of a repeated key are joined with ", ", as for a header.
+        /// All keys and values as a dictionary (unordered; see `orderedPairs` for insertion order); the values of a
+        /// repeated key are joined with ", ", as for a header.
         public func allValues() -> [String: String] {
             var values: [String: String] = [:]
             var spellings: [String: String] = [:]
@@ -403,9 +416,11 @@ public final class RestManager: @unchecked Sendable {
         public var orderedPairs: [(key: String, value: String)] { entries.map { ($0.key, $0.value) } }
         /// How many keys are stored.
         public func totalItems() -> Int { entries.count }
-        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX` (`a+b c` is `a%2Bb%20c`).
+        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX` (`a+b c` is
+        /// `a%2Bb%20c`).
         public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }
-        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _` kept, space as `+`, everything else `%XX`.
+        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _` kept, space as `+`,
+        /// everything else `%XX`.
         public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }
         /// The pairs as a compact JSON object of strings, in insertion order.
         public var jsonObject: Data {
@@ -444,8 +459,8 @@ public final class RestManager: @unchecked Sendable {
         public var response: URLResponse?
         /// The HTTP status code, or 0 when there was no HTTP response.
         public var httpStatusCode: Int = 0
-        /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform. Read when first asked
-        /// for (copies share that work): reading every header is a measurable part of a small request.
+        /// Response headers; `headers.value(forKey: "etag")` finds `ETag` on every platform. Read when first asked for
+        /// (copies share that work): reading every header is a measurable part of a small request.
         public var headers: RestEntity {
             get { replacedHeaders ?? responseHeaders.entity }
             set { replacedHeaders = newValue }
@@ -510,7 +525,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Decodes the body as `type` (whatever the status: error bodies decode too).
-        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or `.decodingFailed` with the decoder's.
+        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or `.decodingFailed` with the
+        ///   decoder's.
         public func decode<Value: Decodable>(_ type: Value.Type = Value.self, using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
             if let error { throw error }
             guard let data, !data.isEmpty else {
@@ -529,8 +545,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: TransferProgress
 
-    /// How far a download or upload has come, reported on `callbackQueue` about ten times a second and
-    /// once at the end; `completedBytes` never decreases (a resumed download counts what was on disk).
+    /// How far a download or upload has come, reported on `callbackQueue` about ten times a second and once at the end;
+    /// `completedBytes` never decreases (a resumed download counts what was on disk).
     public struct TransferProgress: Sendable, Equatable {
         /// Bytes transferred so far.
         public var completedBytes: Int64
@@ -550,8 +566,8 @@ public final class RestManager: @unchecked Sendable {
         case failedToCreateRequest
         /// The URL is not an absolute http(s) URL, or contains control characters.
         case invalidURL(String, reason: String)
-        /// A request header name or value is not allowed (CR/LF, non-token name, or a header that frames the message such as
-        /// `Content-Length`, which only URLSession sets); the value is not repeated.
+        /// A request header name or value is not allowed (CR/LF, non-token name, or a header that frames the message
+        /// such as `Content-Length`, which only URLSession sets); the value is not repeated.
         case invalidHeader(name: String, reason: String)
         /// The timeout is not a positive number of seconds.
         case invalidTimeout(TimeInterval)
@@ -575,10 +591,11 @@ public final class RestManager: @unchecked Sendable {
         case decodingFailed(Error)
         /// The response body grew past `maximumResponseSize`; the transfer was stopped there.
         case responseTooLarge(limit: Int)
-        /// URLSession followed a redirect without asking the library (its redirect hook was not
-        /// called), so secrets may have gone to another origin unchecked. Please report it.
+        /// URLSession followed a redirect without asking the library (its redirect hook was not called), so secrets may
+        /// have gone to another origin unchecked. Please report it.
         case unexpectedRedirect(URL)
-        /// The authenticator could not provide a credential: its refresh failed, or the server rejected its new ones (the reason says).
+        /// The authenticator could not provide a credential: its refresh failed, or the server rejected its new ones
+        /// (the reason says).
         case authenticationFailed(reason: String)
         /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
         case fileAccessFailed(URL, reason: String)
@@ -618,14 +635,16 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: RequestHandle
 
-    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`. Its completion is called exactly once, whatever happens first.
+    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`. Its completion is called exactly
+    /// once, whatever happens first.
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
-        /// The call's `finished` event, reported once, before the completion runs (a program may exit in its completion).
+        /// The call's `finished` event, reported once, before the completion runs (a program may exit in its
+        /// completion).
         private let reportFinished: (@Sendable (Results, URLRequest) -> Void)?
         /// The request the event names: the call's own until it is built, then the one on the wire.
         private var eventRequest: URLRequest
@@ -652,7 +671,8 @@ public final class RestManager: @unchecked Sendable {
             exchange?.remove(self)
         }
 
-        /// Reports `finished` and calls the completion on its queue if it has not been called yet; returns whether it did.
+        /// Reports `finished` and calls the completion on its queue if it has not been called yet; returns whether it
+        /// did.
         @discardableResult
         func deliver(_ results: Results, request: URLRequest? = nil) -> Bool {
             var taken: (@Sendable (Results) -> Void)?
@@ -760,8 +780,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: Request
 
-    /// One request as a value: what a service builds and a manager sends, so that callers sharing
-    /// one manager (one connection pool) never see each other's parameters.
+    /// One request as a value: what a service builds and a manager sends, so that callers sharing one manager (one
+    /// connection pool) never see each other's parameters.
     /// ```swift
     /// var request = RestManager.Request(url: URL(string: "users")!)  // relative to the manager's baseURL
     /// request.queryParameters.add(value: "2", forKey: "page")
@@ -807,8 +827,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: RetryPolicy
 
-    /// When to try a request again: which methods, on which statuses and network errors, after what
-    /// delay (`rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)`). All attempts share the call's one deadline.
+    /// When to try a request again: which methods, on which statuses and network errors, after what delay
+    /// (`rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)`). All attempts share the call's one deadline.
     public struct RetryPolicy: Interceptor {
         /// Retries after the first attempt (default 2).
         public var maximumRetries: Int
@@ -830,13 +850,14 @@ public final class RestManager: @unchecked Sendable {
             (self.retryableStatusCodes, self.retryableMethods) = (retryableStatusCodes, retryableMethods)
         }
 
-        /// Network errors after which the request may not have reached the server, or its
-        /// connection broke (Linux reports a body cut short as -1, an empty reply as -1011).
+        /// Network errors after which the request may not have reached the server, or its connection broke (Linux
+        /// reports a body cut short as -1, an empty reply as -1011).
         static let retryableErrors: Set<URLError.Code> = [
             .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown
         ]
 
-        /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the first).
+        /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the
+        /// first).
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
             let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
             return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0.seconds) } ?? .deliver
@@ -881,7 +902,7 @@ public final class RestManager: @unchecked Sendable {
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
             formatter.timeZone = TimeZone(identifier: "GMT")
-            // asctime pads a one-digit day with a space: `Sun Nov  6 08:49:37 1994`.
+            // asctime pads a one-digit day with a space: `Sun Nov 6 08:49:37 1994`.
             let single = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
             for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"] {
                 formatter.dateFormat = format
@@ -893,8 +914,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: Interceptor
 
-    /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry policy.
-    /// Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
+    /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry
+    /// policy. Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
     /// ```swift
     /// struct RetryOnce503: RestManager.Interceptor {
     ///     func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
@@ -903,8 +924,8 @@ public final class RestManager: @unchecked Sendable {
     /// }
     /// ```
     public protocol Interceptor: Sendable {
-        /// The request to send for attempt `attempt` (1 for the first; retries and resends count on).
-        /// Throwing ends the call with that error (a CustomError as is, any other wrapped).
+        /// The request to send for attempt `attempt` (1 for the first; retries and resends count on). Throwing ends the
+        /// call with that error (a CustomError as is, any other wrapped).
         func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest
         /// What to do with the outcome of attempt `attempt`; `request` is what `adapt` made for it (before redirects).
         func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision
@@ -962,7 +983,8 @@ public final class RestManager: @unchecked Sendable {
         var baseURL: URL?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
         var interceptors: [any Interceptor] = []
 
-        /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to another host).
+        /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to
+        /// another host).
         func forPlainDownload() -> Snapshot {
             var plain = self
             plain.headers = RestEntity(ignoringKeyCase: true)
@@ -999,8 +1021,9 @@ public final class RestManager: @unchecked Sendable {
             let method = value.method
             var request = URLRequest(url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
-            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int milliseconds;
-            // the library enforces the real deadline, so Foundation's only has to come later (10^8 s is "never" for both).
+            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int
+            // milliseconds; the library enforces the real deadline, so Foundation's only has to come later (10^8 s is
+            // "never" for both).
             request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers
             // The request's own headers win over the manager's of the same name.
@@ -1028,7 +1051,8 @@ public final class RestManager: @unchecked Sendable {
         static let framingHeaderNames: Set<String> = [
             "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade", "expect", "te", "trailer"
         ]
-        /// The headers that follow a redirect to another origin (with the body's own on a 307 or 308); the rest stay behind.
+        /// The headers that follow a redirect to another origin (with the body's own on a 307 or 308); the rest stay
+        /// behind.
         static let crossOriginHeaderNames: Set<String> = ["accept", "accept-language", "accept-encoding", "user-agent", "cache-control"]
         /// Request headers that describe a body (Fetch's list): dropped when there is no body.
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
@@ -1039,7 +1063,8 @@ public final class RestManager: @unchecked Sendable {
             if !snapshot.files.isEmpty || (kind.isMultipart && snapshot.bodyParameters.totalItems() > 0) {
                 var multipart = MultipartBody()
                 for (name, value) in snapshot.bodyParameters.orderedPairs { multipart.addField(name: name, value: value) }
-                // Files added by URL are read into the body only when inspected (`makeURLRequest`): `perform` streams them.
+                // Files added by URL are read into the body only when inspected (`makeURLRequest`): `perform` streams
+                // them.
                 multipart.parts += try snapshot.files.map { part in
                     guard let file = part.fileURL else { return part }
                     var loaded = part
@@ -1066,7 +1091,8 @@ public final class RestManager: @unchecked Sendable {
             return snapshot.body
         }
 
-        /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be streamed from there.
+        /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be
+        /// streamed from there.
         static func assembleMultipart(_ value: Request) throws -> Request {
             var multipart = MultipartBody()
             for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
@@ -1082,9 +1108,9 @@ public final class RestManager: @unchecked Sendable {
             return streamed
         }
 
-        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/": paths joined, then the base's query
-        /// and the URL's query joined with "&" (`https://h/api?key=S` + `users?page=2` is `https://h/api/users?key=S&page=2`).
-        /// Fragments are never sent: the base's is dropped.
+        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/": paths joined, then the base's
+        /// query and the URL's query joined with "&" (`https://h/api?key=S` + `users?page=2` is
+        /// `https://h/api/users?key=S&page=2`). Fragments are never sent: the base's is dropped.
         static func resolve(_ url: URL, against base: URL?) throws -> URL {
             guard url.scheme == nil else { return url }
             guard let base else { throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL") }
@@ -1194,8 +1220,8 @@ public final class RestManager: @unchecked Sendable {
     /// The one rule of what is secret, wherever the library prints a request (cURL, events, errors): URL user names and
     /// passwords, secret headers, and query, form and JSON fields with secret names become `<redacted>`.
     enum Redaction {
-        /// Query, form and JSON field names that hold secrets (any case): names containing one of `secretParts`, or one of
-        /// `secretNames` whole (`key` and `code` are secrets, `keyboard` and `zipcode` are not).
+        /// Query, form and JSON field names that hold secrets (any case): names containing one of `secretParts`, or one
+        /// of `secretNames` whole (`key` and `code` are secrets, `keyboard` and `zipcode` are not).
         static func isSecretName(_ name: String) -> Bool {
             let lowercased = name.lowercased()
             return secretParts.contains { lowercased.contains($0) } || secretNames.contains(lowercased)
@@ -1209,8 +1235,9 @@ public final class RestManager: @unchecked Sendable {
             "key", "auth", "authorization", "sig", "jwt", "pwd", "pass", "code", "otp", "pin", "ticket", "samlresponse"
         ]
 
-        /// Header names whose values are secrets (any case): credentials, cookies, and every name with `key`, `auth`, `token`,
-        /// `secret`, `passw`, `signature`, `session`, `credential` or `csrf` in it (`Ocp-Apim-Subscription-Key`, `X-Auth-Key`).
+        /// Header names whose values are secrets (any case): credentials, cookies, and every name with `key`, `auth`,
+        /// `token`, `secret`, `passw`, `signature`, `session`, `credential` or `csrf` in it
+        /// (`Ocp-Apim-Subscription-Key`, `X-Auth-Key`).
         static func isSecretHeader(_ name: String) -> Bool {
             let lowercased = name.lowercased()
             return ["cookie", "key", "auth", "token", "secret", "passw", "signature", "session", "credential", "csrf"]
@@ -1255,7 +1282,8 @@ public final class RestManager: @unchecked Sendable {
             }.joined(separator: "&")
         }
 
-        /// `url` with its password and secret query values `<redacted>` (plain text surgery: URLComponents traps on setting such a value).
+        /// `url` with its password and secret query values `<redacted>` (plain text surgery: URLComponents traps on
+        /// setting such a value).
         static func url(_ text: String) -> String {
             var rest = Substring(text)
             var output = ""
@@ -1280,7 +1308,8 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Percent-encoding, JSON strings and quoting from explicit ASCII sets (`CharacterSet`'s are Unicode-aware or keep `+`).
+    /// Percent-encoding, JSON strings and quoting from explicit ASCII sets (`CharacterSet`'s are Unicode-aware or keep
+    /// `+`).
     enum Encoding {
         static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         static let formAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")
@@ -1358,7 +1387,8 @@ public final class RestManager: @unchecked Sendable {
         return try body(&state)
     }
 
-    /// The one core request path: every public call ends here, built and started on the caller's thread as raw URLSession's.
+    /// The one core request path: every public call ends here, built and started on the caller's thread as raw
+    /// URLSession's.
     private func perform(
         _ value: Request, snapshot: Snapshot, progress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: @escaping @Sendable (Results) -> Void
@@ -1434,7 +1464,8 @@ public final class RestManager: @unchecked Sendable {
         newExchange?.start()
     }
 
-    /// What must be equal for two requests to share one network call: the request, and every setting that changes its outcome.
+    /// What must be equal for two requests to share one network call: the request, and every setting that changes its
+    /// outcome.
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
         return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(snapshot.followsRedirects) "
@@ -1445,7 +1476,8 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let delegate: SessionDelegate
-        /// Where deadlines fire: a serial queue gets a thread whenever it has work, even when every global thread is blocked.
+        /// Where deadlines fire: a serial queue gets a thread whenever it has work, even when every global thread is
+        /// blocked.
         let timerQueue = DispatchQueue(label: "RestManager.deadlines", qos: .userInitiated)
 
         init(configuration: URLSessionConfiguration) {
@@ -1453,16 +1485,19 @@ public final class RestManager: @unchecked Sendable {
             session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: DelegateQueue())
         }
 
-        /// Serial (FoundationNetworking completes a task with a check-then-act atomic only on a serial queue); each delegate call goes
-        /// straight to `delegateThread` as a block, skipping OperationQueue's bookkeeping: about 6 µs less CPU per 16 KiB chunk received.
+        /// Serial (FoundationNetworking completes a task with a check-then-act atomic only on a serial queue); each
+        /// delegate call goes straight to `delegateThread` as a block, skipping OperationQueue's bookkeeping: about 6
+        /// µs less CPU per 16 KiB chunk received.
         final class DelegateQueue: OperationQueue, @unchecked Sendable {
             override init() { super.init(); (maxConcurrentOperationCount, underlyingQueue, name) = (1, Transport.delegateThread, "RestManager") }
             override func addOperation(_ block: @escaping @Sendable () -> Void) { Transport.delegateThread.async(execute: block) }
         }
-        /// Where all sessions' delegate work runs (FoundationNetworking serialises them anyway): a serial queue gets a thread
-        /// whenever it has work, even while the caller blocks every global one. Never freed: Linux's `underlyingQueue` does not retain it.
+        /// Where all sessions' delegate work runs (FoundationNetworking serialises them anyway): a serial queue gets a
+        /// thread whenever it has work, even while the caller blocks every global one. Never freed: Linux's
+        /// `underlyingQueue` does not retain it.
         static let delegateThread = DispatchQueue(label: "RestManager.session", qos: .userInitiated)
-        /// No cache (on Linux a cache plus cancellation can crash), no cookies, no credential store: nothing on disk or unasked for.
+        /// No cache (on Linux a cache plus cancellation can crash), no cookies, no credential store: nothing on disk or
+        /// unasked for.
         static func leanConfiguration(maximumConnectionsPerHost: Int) -> URLSessionConfiguration {
             let configuration = URLSessionConfiguration.ephemeral
             configuration.urlCache = nil
@@ -1479,7 +1514,8 @@ public final class RestManager: @unchecked Sendable {
         deinit { session.finishTasksAndInvalidate() }
     }
 
-    /// A download's file: bytes to `<destination>.part`, the validator to resume them by to `….part.validator` (under the exchange's lock).
+    /// A download's file: bytes to `<destination>.part`, the validator to resume them by to `….part.validator` (under
+    /// the exchange's lock).
     final class DownloadFile: @unchecked Sendable {
         let destination: URL
         private var partial: URL { URL(fileURLWithPath: destination.path + ".part") }
@@ -1487,11 +1523,12 @@ public final class RestManager: @unchecked Sendable {
         private var output: FileStream?
         private var sentValidator: String?
         private var offset: Int64 = 0, written: Int64 = 0, total: Int64?
-        /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator that keeps
-        /// windows from mixing versions, or as a 416: an empty file); `continues`: whether another window follows this one.
+        /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator
+        /// that keeps windows from mixing versions, or as a 416: an empty file); `continues`: whether another window
+        /// follows this one.
         private var restarted = false, continues = false, windowed = true
-        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network piles chunks
-        /// up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
+        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
+        /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
         static let window: Int64 = 8 << 20
 
         /// Checks the destination and creates its missing parent folders.
@@ -1525,7 +1562,8 @@ public final class RestManager: @unchecked Sendable {
 
         enum Start { case writing, inMemory, restart, unusable }
 
-        /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another 206 start over once.
+        /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another
+        /// 206 start over once.
         func begin(_ response: HTTPURLResponse) throws -> Start {
             let status = response.statusCode
             let validator =
@@ -1562,7 +1600,8 @@ public final class RestManager: @unchecked Sendable {
             written += Int64(data.count)
         }
 
-        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one atomic rename.
+        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one
+        /// atomic rename.
         func complete() throws -> Bool {
             guard isWriting else { throw CustomError.invalidResponse }
             close()
@@ -1584,7 +1623,8 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// What a call streams: a download's file, an upload's body file (a temporary one is removed with its exchange), and where progress goes.
+    /// What a call streams: a download's file, an upload's body file (a temporary one is removed with its exchange),
+    /// and where progress goes.
     struct Transfer: Sendable {
         var download: DownloadFile?, bodyFile: URL?, temporaryFile: URL?
         var report: (@Sendable (TransferProgress) -> Void)?
@@ -1662,7 +1702,8 @@ public final class RestManager: @unchecked Sendable {
             return kept
         }
 
-        /// Numbers the next attempt and lets the interceptors adapt the call's request for it (in a task, only when there are any).
+        /// Numbers the next attempt and lets the interceptors adapt the call's request for it (in a task, only when
+        /// there are any).
         private func beginAttempt() {
             let next = firstRequest
             let number = lock.withLock { () -> Int? in
@@ -1699,8 +1740,8 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// An attempt's outcome goes through the interceptors' `decide` (in a task, only when there are any): retried after
-        /// the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
+        /// An attempt's outcome goes through the interceptors' `decide` (in a task, only when there are any): retried
+        /// after the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
         private func attemptEnded(_ results: Results) {
             guard !interceptors.isEmpty else { return finish(results) }
             let (sent, number) = lock.withLock { (attemptRequest, attempt) }
@@ -1773,8 +1814,8 @@ public final class RestManager: @unchecked Sendable {
             if started { task.resume() } else { cancelLater(task) }
         }
 
-        /// An upload task with a completion handler: FoundationNetworking then skips a delegate-queue hop per chunk sent (20 %
-        /// faster); the answer arrives whole, on the delegate queue, and goes the delegate's way from here.
+        /// An upload task with a completion handler: FoundationNetworking then skips a delegate-queue hop per chunk
+        /// sent (20 % faster); the answer arrives whole, on the delegate queue, and goes the delegate's way from here.
         private func upload(_ request: URLRequest, from file: URL) -> URLSessionDataTask {
             let created = Locked<URLSessionDataTask?>(nil)
             let task = transport.session.uploadTask(with: request, fromFile: file) { [weak self] data, response, error in
@@ -1827,7 +1868,8 @@ public final class RestManager: @unchecked Sendable {
                         guard download.isWriting else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
                         return try download.write(data)
                     }
-                    // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past the limit in memory.
+                    // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past
+                    // the limit in memory.
                     if let limit = settings.maximumResponseSize, body.count + data.count > limit { throw CustomError.responseTooLarge(limit: limit) }
                     body.append(data)
                 }
@@ -1869,8 +1911,8 @@ public final class RestManager: @unchecked Sendable {
                 let urlError = Self.classified(error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
                 switch urlError.code {
                 case .cancelled:
-                    // Nobody here cancelled it (that finishes the exchange first): the session
-                    // delegate declined an authentication challenge, whose answer (401, 407) is in the task's response.
+                    // Nobody here cancelled it (that finishes the exchange first): the session delegate declined an
+                    // authentication challenge, whose answer (401, 407) is in the task's response.
                     if let http = task.response as? HTTPURLResponse {
                         return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
                     }
@@ -1882,8 +1924,8 @@ public final class RestManager: @unchecked Sendable {
                 }
             }
             guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
-            // URLSession must never follow a redirect itself (secrets would go to another origin
-            // unchecked); if an SDK ever stops calling the hook, fail loudly instead of silently.
+            // URLSession must never follow a redirect itself (secrets would go to another origin unchecked); if an SDK
+            // ever stops calling the hook, fail loudly instead of silently.
             if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url, original != current {
                 return fail(CustomError.unexpectedRedirect(current))
             }
@@ -1919,7 +1961,8 @@ public final class RestManager: @unchecked Sendable {
                 for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] { next.setValue(nil, forHTTPHeaderField: name) }
             }
             if !Self.sameOrigin(currentURL, target) {
-                // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than not.
+                // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than
+                // not.
                 let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
                 for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {
                     next.setValue(nil, forHTTPHeaderField: name)
@@ -1986,7 +2029,8 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// The session's delegate: hands each task's events to its exchange, declines URLSession's own redirects and challenges.
+    /// The session's delegate: hands each task's events to its exchange, declines URLSession's own redirects and
+    /// challenges.
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
         func register(_ exchange: Exchange, for task: URLSessionTask) { exchanges.withLock { $0[task.taskIdentifier] = exchange } }
@@ -2013,8 +2057,8 @@ public final class RestManager: @unchecked Sendable {
             completionHandler: @escaping @Sendable (URLRequest?) -> Void
         ) {
             exchange(for: task)?.redirectHookCalled()
-            // A task cancelled before this call (cancels run on this same queue) is not answered:
-            // on Linux the answer would reach a task no longer waiting for it, and that traps.
+            // A task cancelled before this call (cancels run on this same queue) is not answered: on Linux the answer
+            // would reach a task no longer waiting for it, and that traps.
             guard task.state == .running else { return }
             completionHandler(nil)
         }
@@ -2024,8 +2068,8 @@ public final class RestManager: @unchecked Sendable {
             completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
         ) {
             #if canImport(FoundationNetworking)
-            // Linux never completes a 401 or 407 challenge otherwise; the exchange reads the answer
-            // back from the task's response. (TLS is verified by libcurl there, never here.)
+            // Linux never completes a 401 or 407 challenge otherwise; the exchange reads the answer back from the
+            // task's response. (TLS is verified by libcurl there, never here.)
             completionHandler(.cancelAuthenticationChallenge, nil)
             #else
             // TLS validation and a 401 without credentials both stay Foundation's job here.
@@ -2049,7 +2093,8 @@ public final class RestManager: @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
                 let handle = start { continuation.resume(returning: $0) }
-                // Set, then checked (onCancel does the reverse): whatever the interleaving, one of the two cancels (twice is harmless).
+                // Set, then checked (onCancel does the reverse): whatever the interleaving, one of the two cancels
+                // (twice is harmless).
                 slot.withLock { $0.handle = handle }
                 if slot.withLock({ $0.cancelled }) { handle.cancel() }
             }
