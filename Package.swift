@@ -18,7 +18,9 @@ let package = Package(
         .executableTarget(name: "restdemo", dependencies: ["RestManager", "MockServer"]),
         .target(name: "HeapStatistics"),
         .executableTarget(name: "restbench", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
-        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer", "HeapStatistics"])
+        .testTarget(name: "RestManagerTests", dependencies: ["RestManager", "MockServer", "HeapStatistics"]),
+        // An app developer's tests written with Swift Testing (parallel by default), one MockServer per test.
+        .testTarget(name: "MockServerSwiftTestingTests", dependencies: ["RestManager", "MockServer"])
     ],
     swiftLanguageModes: [.v6]
 )

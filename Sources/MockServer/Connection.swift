@@ -33,6 +33,7 @@ struct Connection {
         // When the current request's first byte arrived, and when its head was complete.
         var requestStarted: DispatchTime?
         var headDone: DispatchTime?
+        var answered = 0
         while true {
             switch parser.parse(buffer[start...]) {
             case .failure(let status, let reason):
@@ -89,7 +90,8 @@ struct Connection {
                             TransferEndpoints.receipt(request, byteCount: $0.count, checksum: $0.checksum),
                             keepAlive: parsed.keepAlive, includeBody: true) && parsed.keepAlive
                     }
-                    ?? answer(parsed, request)
+                    ?? answer(parsed, request, reused: answered > 0)
+                answered += 1
                 server.setAnswering(id, false)
                 guard keepOpen else { return }
             }
@@ -120,7 +122,7 @@ struct Connection {
     }
 
     /// Answers one request; returns whether the connection stays open.
-    private func answer(_ parsed: ParsedRequest, _ request: ReceivedRequest) -> Bool {
+    private func answer(_ parsed: ParsedRequest, _ request: ReceivedRequest, reused: Bool) -> Bool {
         switch Routes.reply(to: request, server: server) {
         case .close:
             return false
@@ -131,6 +133,9 @@ struct Connection {
             holdUntilTheClientLeaves()
             return false
         case .stub(let stub):
+            // A client (libcurl) resends a request at once, unseen by the app, when a reused connection closes before
+            // any byte: that resend gets the same fault, so that the fault reaches the app instead of the next answer.
+            if stub.fault == .closeWithoutResponse, reused { server.testKit.repeatFault(stub, for: request) }
             return write(stub, keepAlive: parsed.keepAlive && stub.fault == nil, includeBody: parsed.method != "HEAD")
         case .response(let response):
             let keepAlive = parsed.keepAlive && !response.closeAfter

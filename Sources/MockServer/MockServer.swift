@@ -235,7 +235,9 @@ public final class MockServer: @unchecked Sendable {
     func setAnswering(_ id: Int, _ answering: Bool) {
         lock.lock()
         openConnections[id]?.answering = answering
-        if !answering { openConnections[id]?.waitingSince = DispatchTime.now().uptimeNanoseconds }
+        // Ordered by when the last request arrived: a client may read an answer before its writer gets here again,
+        // so the time an answer ended would not order connections as their clients saw them.
+        if answering { openConnections[id]?.waitingSince = DispatchTime.now().uptimeNanoseconds }
         lock.unlock()
     }
 

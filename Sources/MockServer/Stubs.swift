@@ -78,7 +78,8 @@ extension MockServer {
 
     /// Ways to misbehave, as real socket behaviour.
     public enum Fault: String, Sendable, CaseIterable {
-        /// Close the connection before sending a byte.
+        /// Close the connection before sending a byte. On a reused keep-alive connection, URLSession (libcurl) sends the
+        /// same request again at once, unseen by the app; that resend gets this fault too, so that the app sees it.
         case closeWithoutResponse
         /// Send the status line and headers (announcing the whole body), then close.
         case closeAfterHeaders
@@ -139,6 +140,8 @@ final class TestKit: @unchecked Sendable {
     private let condition = NSCondition()
     private var stubs: [Stub] = []
     private var queued: [MockServer.Response] = []
+    /// A fault that also answers the next request if that is the same one sent again (method and target).
+    private var repeated: (fault: MockServer.Response, method: String, target: String)?
     private var untaken: [ReceivedRequest] = []
     private let maximumUntaken: Int
 
@@ -150,13 +153,21 @@ final class TestKit: @unchecked Sendable {
 
     func removeAll() {
         condition.withLock {
-            stubs = []; queued = []
+            stubs = []
+            queued = []
+            repeated = nil
         }
+    }
+
+    func repeatFault(_ fault: MockServer.Response, for request: ReceivedRequest) {
+        condition.withLock { repeated = (fault, request.method, request.target) }
     }
 
     /// The queued answer, or the latest matching stub's handler; nil when the test defined none.
     func answer(for request: ReceivedRequest) -> MockServer.Response? {
         let found = condition.withLock { () -> (queued: MockServer.Response?, stub: Stub?) in
+            defer { repeated = nil }
+            if let repeated, repeated.method == request.method, repeated.target == request.target { return (repeated.fault, nil) }
             if !queued.isEmpty { return (queued.removeFirst(), nil) }
             return (nil, stubs.last { $0.matches(request) })
         }

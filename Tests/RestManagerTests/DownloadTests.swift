@@ -339,14 +339,16 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertGreaterThan(((try? FileManager.default.attributesOfItem(atPath: partial(target).path))?[.size] as? NSNumber)?.intValue ?? 0, 0)
     }
 
+    /// The first 50,000 bytes come at once, then nothing: the deadline (long enough for them on a busy machine, under
+    /// sanitizers) ends the call, and the bytes that arrived stay in the partial file.
     func testTheDeadlineEndsAStalledDownload() throws {
-        rest.timeoutInterval = 0.5
+        rest.timeoutInterval = 3
         let target = destination()
         let started = Date()
         guard case .failure(.timedOut)? = download("/_test/stall?bytes=100000&seconds=30", to: target) else {
             return XCTFail("no timeout")
         }
-        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 15)
         XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<50_000))
     }
 

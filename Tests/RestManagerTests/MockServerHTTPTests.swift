@@ -167,7 +167,7 @@ final class MockServerConnectionCapTests: MockServerTestCase {
         extra.send("GET /_test/echo HTTP/1.1\r\nHost: x\r\n\r\n")
         XCTAssertTrue(extra.readResponses(1).first?.hasPrefix("HTTP/1.1 200 ") ?? false)
         // The first one answered has waited longest for its next request: it was closed.
-        XCTAssertTrue(held[0].readUntilClosed(timeout: 2).closed)
+        XCTAssertTrue(held[0].readUntilClosed(timeout: 20).closed)
         XCTAssertEqual(server.evictedConnectionCount, 1)
         XCTAssertEqual(server.openConnectionCount, 16)
     }

@@ -133,6 +133,20 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200, "the server is fine afterwards")
     }
 
+    /// On a reused connection libcurl resends the request at once when the connection closes before any byte; the
+    /// resend gets the fault too, so the app sees the fault, not the next answer (it saw a 404 before).
+    func testCloseWithoutResponseOnAReusedConnectionReachesTheApp() {
+        XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200, "opens a keep-alive connection")
+        var closed = MockServer.Response(status: 200)
+        closed.fault = .closeWithoutResponse
+        server.enqueue(closed)
+        let results = send(.get, "/anything")
+        XCTAssertNil(results.statusCode, "the fault, not an answer")
+        guard case .transport? = results.error as? RestManager.CustomError else { return XCTFail("\(String(describing: results.error))") }
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/api/users/2", "/anything", "/anything"], "the resend got the fault")
+        XCTAssertEqual(send(.get, "/anything").statusCode, 404, "one resend only: the next request is answered")
+    }
+
     func testAThousandConcurrentRequestsAgainstChangingStubsLoseNothing() {
         let count = 1000
         let group = DispatchGroup()
