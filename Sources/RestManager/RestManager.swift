@@ -761,7 +761,6 @@ public final class RestManager: @unchecked Sendable {
         /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
         func write(to file: URL) throws {
             let output = try FileStream(writingTo: file, append: false)
-            defer { output.close() }
             for part in parts {
                 try output.write(head(of: part) + part.data)  // no data in a file part: its bytes come from its file
                 if let source = part.fileURL {
@@ -775,6 +774,7 @@ public final class RestManager: @unchecked Sendable {
                 try output.write(Data("\r\n".utf8))
             }
             try output.write(Data("--\(boundary)--\r\n".utf8))
+            try output.finish()
         }
     }
 
@@ -860,31 +860,25 @@ public final class RestManager: @unchecked Sendable {
         /// first).
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
             let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
-            return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0.seconds) } ?? .deliver
+            return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0) } ?? .deliver
         }
 
-        /// The delay before retry number `retry` (from 1) after `results`, and why; nil for no retry.
-        func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> (seconds: TimeInterval, reason: String)? {
+        /// The delay before retry number `retry` (from 1) after `results`; nil for no retry.
+        func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> TimeInterval? {
             guard retry <= maximumRetries, retryableMethods.contains(method) else { return nil }
-            let reason: String
             if let error = results.error {
                 guard case .transport(let urlError)? = error as? CustomError, Self.retryableErrors.contains(urlError.code) else { return nil }
-                reason = "network error \(urlError.code.rawValue)"
             } else {
                 let status = results.statusCode ?? 0
                 guard retryableStatusCodes.contains(status) else { return nil }
-                reason = "HTTP \(status)"
                 // A Retry-After that is neither seconds nor an HTTP date falls back to the backoff below.
-                if status == 429 || status == 503, let retryAfter = results.response?.headers.value(forKey: "Retry-After"),
-                    let seconds = Self.seconds(fromRetryAfter: retryAfter)
-                {
-                    guard seconds <= Self.finite(maximumDelay) else { return nil }
-                    return (seconds, reason + ", Retry-After \(retryAfter)")
+                if status == 429 || status == 503, let seconds = results.response?.headers.value(forKey: "Retry-After").flatMap(Self.seconds) {
+                    return seconds <= Self.finite(maximumDelay) ? seconds : nil
                 }
             }
             // NaN, negative and infinite settings are clamped: Double.random traps on an infinite range.
             let ceiling = min(Self.finite(maximumDelay), Self.finite(initialDelay * pow(2, Double(min(retry, 64) - 1))))
-            return (ceiling > 0 ? Double.random(in: ceiling / 2...ceiling) : 0, reason)
+            return ceiling > 0 ? Double.random(in: ceiling / 2...ceiling) : 0
         }
 
         /// `seconds` within 0...10^9 (NaN is 0): a delay the deadline arithmetic and `Double.random` can use.
@@ -1523,6 +1517,10 @@ public final class RestManager: @unchecked Sendable {
         private var output: FileStream?
         private var sentValidator: String?
         private var offset: Int64 = 0, written: Int64 = 0, total: Int64?
+        /// Where the current 206 must end (its Content-Range's last byte + 1); nil for a 200.
+        private var rangeEnd: Int64?
+        /// Windows in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
+        private var emptyWindows = 0
         /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator
         /// that keeps windows from mixing versions, or as a 416: an empty file); `continues`: whether another window
         /// follows this one.
@@ -1539,6 +1537,14 @@ public final class RestManager: @unchecked Sendable {
             if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
                 throw FileStream.failure(destination, "it is a folder")
             }
+            var status = stat()
+            if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
+                throw FileStream.failure(destination, "it is not a regular file (a device, FIFO or socket)")
+            }
+            // Checked before anything is written: `<name>.part.validator` must fit the file system's 255 bytes too.
+            guard destination.lastPathComponent.utf8.count <= 240 else {
+                throw FileStream.failure(destination, "its name is longer than 240 bytes (its partial files add 15)")
+            }
             do { try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true) } catch {
                 throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
             }
@@ -1551,7 +1557,9 @@ public final class RestManager: @unchecked Sendable {
         func prepare(_ request: inout URLRequest) {
             close()
             let size = FileStream.size(partial) ?? 0
-            let validator = size > 0 ? (try? String(contentsOf: validatorFile, encoding: .utf8)).flatMap { $0.isEmpty ? nil : $0 } : nil
+            // A validator is read only from a regular file (a link could point anywhere).
+            let validatorText = FileStream.isRegularFile(validatorFile) ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
+            let validator = size > 0 ? validatorText.flatMap { $0.isEmpty ? nil : $0 } : nil
             (offset, written, total, sentValidator, continues) = (validator == nil ? 0 : size, 0, nil, validator, false)
             let last = windowed ? String(offset + Self.window - 1) : ""
             request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
@@ -1584,27 +1592,46 @@ public final class RestManager: @unchecked Sendable {
                     return .restart
                 }
                 (total, continues) = (range.total, windowed)
+                rangeEnd = range.last + 1
                 output = try FileStream(writingTo: partial, append: offset > 0)
-                if sentValidator == nil { try FileStream(writingTo: validatorFile, append: false).write(Data((validator ?? "").utf8)) }
+                if sentValidator == nil { try saveValidator(validator) }
                 return .writing
             }
             guard (200..<300).contains(status) else { return .inMemory }
             (offset, total) = (0, response.expectedContentLength >= 0 ? response.expectedContentLength : nil)
+            rangeEnd = nil
             output = try FileStream(writingTo: partial, append: false)
-            try FileStream(writingTo: validatorFile, append: false).write(Data((validator ?? "").utf8))
+            try saveValidator(validator)
             return .writing
         }
 
+        private func saveValidator(_ validator: String?) throws {
+            let file = try FileStream(writingTo: validatorFile, append: false)
+            try file.write(Data((validator ?? "").utf8))
+            try file.finish()
+        }
+
+        /// Appends `data`; bytes past the 206's Content-Range are not written, and fail the call.
         func write(_ data: Data) throws {
-            try output?.write(data)
-            written += Int64(data.count)
+            let room = rangeEnd.map { $0 - offset - written } ?? Int64(data.count)
+            try output?.write(data.prefix(Int(max(0, min(room, Int64(data.count))))))
+            written += min(room, Int64(data.count))
+            if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }
+        }
+
+        /// A server that breaks the range rules: never retried (the same answer would come again).
+        static func violation(_ reason: String) -> CustomError {
+            .transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: "The server's answer is unusable: " + reason]))
         }
 
         /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one
         /// atomic rename.
         func complete() throws -> Bool {
-            guard isWriting else { throw CustomError.invalidResponse }
-            close()
+            guard let output else { throw CustomError.invalidResponse }
+            self.output = nil
+            try output.finish()
+            emptyWindows = written > 0 ? 0 : emptyWindows + 1
+            guard emptyWindows < 3 else { throw Self.violation("3 answers in a row to a range request brought no byte") }
             if continues, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             try? FileManager.default.removeItem(at: validatorFile)
@@ -1613,13 +1640,13 @@ public final class RestManager: @unchecked Sendable {
 
         func close() { output = nil }  // FileStream closes its file when released
 
-        /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`).
-        static func contentRange(_ text: String) -> (start: Int64, total: Int64?)? {
+        /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`, and must be past `last` when given).
+        static func contentRange(_ text: String) -> (start: Int64, last: Int64, total: Int64?)? {
             let parts = text.split { " -/".contains($0) }
             guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
-                last >= start
+                last >= start, last < Int64.max, Int64(parts[3]).map({ $0 > last }) ?? (parts[3] == "*")
             else { return nil }
-            return (start, Int64(parts[3]))
+            return (start, last, Int64(parts[3]))
         }
     }
 
@@ -2109,21 +2136,46 @@ public final class RestManager: @unchecked Sendable {
         private var file: UnsafeMutablePointer<FILE>?
         private let url: URL
 
+        /// Opens `url` for writing without following a link (a planted `.part -> victim` is refused, not overwritten) and
+        /// only when it is a regular file (non-blocking, so that a FIFO fails instead of waiting for a reader).
         init(writingTo url: URL, append: Bool) throws {
-            (file, self.url) = (fopen(url.path, append ? "ab" : "wb"), url)
-            if file == nil { throw Self.failure(url) }
+            self.url = url
+            let descriptor = open(url.path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0o644)
+            guard descriptor >= 0 else { throw Self.failure(url, errno == ELOOP ? "it is a symbolic link" : nil) }
+            var status = stat()
+            guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+                Foundation.close(descriptor)
+                throw Self.failure(url, "it is not a regular file")
+            }
+            if !append, ftruncate(descriptor, 0) != 0 {
+                Foundation.close(descriptor)
+                throw Self.failure(url)
+            }
+            file = fdopen(descriptor, append ? "ab" : "wb")
+            if file == nil {
+                Foundation.close(descriptor)
+                throw Self.failure(url)
+            }
         }
 
         func write(_ data: Data) throws {
             guard let file, data.withUnsafeBytes({ fwrite($0.baseAddress, 1, $0.count, file) }) == data.count else { throw Self.failure(url) }
         }
 
-        func close() {
-            if let file { fclose(file) }
-            file = nil
+        /// Closes the file: the last buffered bytes are written now, so a full disk may show here, as `.fileAccessFailed`.
+        func finish() throws {
+            guard let file else { return }
+            self.file = nil
+            guard fclose(file) == 0 else { throw Self.failure(url) }
         }
 
-        deinit { close() }
+        deinit { if let file { fclose(file) } }
+
+        /// Whether `url` names a regular file itself (not through a link).
+        static func isRegularFile(_ url: URL) -> Bool {
+            var status = stat()
+            return lstat(url.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+        }
 
         /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file.
         static func check(_ url: URL) throws {

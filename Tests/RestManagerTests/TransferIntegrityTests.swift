@@ -1,0 +1,143 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import MockServer
+import RestManager
+
+/// Every byte kept where it belongs: full disks fail, hostile ranges fail, links and special files are never written.
+final class TransferIntegrityTests: MockServerTestCase {
+    private func pattern(_ range: Range<Int>) -> Data { Data(range.map { UInt8($0 % 251) }) }
+    private func destination(_ name: String = "file.bin") -> URL { scratch.appendingPathComponent(name) }
+    private func partial(_ destination: URL) -> URL { URL(fileURLWithPath: destination.path + ".part") }
+    private func exists(_ url: URL) -> Bool { FileManager.default.fileExists(atPath: url.path) }
+
+    private func download(_ path: String, to destination: URL) -> Result<URL, RestManager.CustomError>? {
+        let done = expectation(description: "download \(path)")
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        rest.download(fromURL: url(path), to: destination) { result in
+            box.set(result)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 60)
+        return box.value
+    }
+
+    private func failureReason(_ result: Result<URL, RestManager.CustomError>?, file: StaticString = #filePath, line: UInt = #line) -> String {
+        guard case .failure(let error)? = result else {
+            XCTFail("not a failure: \(String(describing: result))", file: file, line: line)
+            return ""
+        }
+        return error.localizedDescription
+    }
+
+    /// A file-size limit stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ ignored meanwhile).
+    private func withFileSizeLimit<Result>(_ bytes: rlim_t, _ body: () throws -> Result) rethrows -> Result {
+        var saved = rlimit()
+        getrlimit(fileSizeResource, &saved)
+        var limited = saved
+        limited.rlim_cur = bytes
+        let previous = signal(SIGXFSZ, SIG_IGN)
+        setrlimit(fileSizeResource, &limited)
+        defer {
+            setrlimit(fileSizeResource, &saved)
+            signal(SIGXFSZ, previous)
+        }
+        return try body()
+    }
+
+    func testADownloadThatFillsTheDiskFailsAndNothingAppears() {
+        let target = destination()
+        let reason = withFileSizeLimit(8_000_000) { failureReason(download("/_test/files/12000000", to: target)) }
+        XCTAssertTrue(reason.hasPrefix("The file '\(partial(target).path)' cannot be used: "), reason)
+        XCTAssertFalse(exists(target), "the destination appears only complete")
+        XCTAssertLessThanOrEqual(fileSize(partial(target)), 8_000_000)
+    }
+
+    func testAMultipartBodyThatFillsTheDiskIsNotSent() throws {
+        let big = scratch.appendingPathComponent("big.bin")
+        try Data(count: 12_000_000).write(to: big)
+        rest.addFile(at: big, fieldName: "f", mimeType: "application/octet-stream")
+        let results = withFileSizeLimit(8_000_000) { send(.post, "/_test/upload") }
+        guard case .fileAccessFailed? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0, "no truncated body went out")
+    }
+
+    /// A 206 longer than its Content-Range: the bytes past it are not written, the call fails, the part keeps what was right.
+    func testA206LongerThanItsContentRangeFailsAndKeepsOnlyTheVerifiedBytes() {
+        server.stub(path: "/long") { _ in
+            MockServer.Response(
+                status: 206, headers: [("Content-Range", "bytes 0-99/100"), ("ETag", "\"v1\"")], body: Data(repeating: 7, count: 150))
+        }
+        let target = destination()
+        let reason = failureReason(download("/long", to: target))
+        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: the 206 answer is longer than its Content-Range")
+        XCTAssertFalse(exists(target))
+        XCTAssertEqual(try Data(contentsOf: partial(target)), Data(repeating: 7, count: 100))
+    }
+
+    /// Empty 206 answers make no progress: the call fails after three of them instead of asking forever.
+    func testEmpty206AnswersEndAfterThreeTries() {
+        server.stub(path: "/empty") { _ in
+            MockServer.Response(status: 206, headers: [("Content-Range", "bytes 0-99/100"), ("ETag", "\"v1\""), ("Content-Length", "0")])
+        }
+        let reason = failureReason(download("/empty", to: destination()))
+        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: 3 answers in a row to a range request brought no byte")
+        XCTAssertEqual(server.receivedRequests.count, 3)
+    }
+
+    /// A planted `out.bin.part -> victim` link is refused, never truncated, overwritten or appended to.
+    func testPartialFilesThatAreLinksAreNeverWrittenThrough() throws {
+        let victim = scratch.appendingPathComponent("victim")
+        try Data("precious".utf8).write(to: victim)
+        let target = destination("out.bin")
+        try FileManager.default.createSymbolicLink(at: partial(target), withDestinationURL: victim)
+        let linked = failureReason(download("/_test/files/1000", to: target))
+        XCTAssertEqual(linked, "The file '\(partial(target).path)' cannot be used: it is a symbolic link.")
+        let validatorTarget = destination("other.bin")
+        let validator = URL(fileURLWithPath: validatorTarget.path + ".part.validator")
+        try FileManager.default.createSymbolicLink(at: validator, withDestinationURL: victim)
+        let validatorLinked = failureReason(download("/_test/files/1000", to: validatorTarget))
+        XCTAssertEqual(validatorLinked, "The file '\(validator.path)' cannot be used: it is a symbolic link.")
+        XCTAssertEqual(try Data(contentsOf: victim), Data("precious".utf8))
+        XCTAssertFalse(exists(target))
+        XCTAssertFalse(exists(validatorTarget))
+    }
+
+    func testSpecialFilesAndOverlongNamesAreRefusedUpFront() throws {
+        let fifo = destination("fifo")
+        XCTAssertEqual(mkfifo(fifo.path, 0o644), 0)
+        // A device node of its own (never /dev/null itself: a regression would rename a file over it, as root).
+        let device = destination("null-device")
+        let specials = mknod(device.path, S_IFCHR | 0o644, dev_t(1 << 8 | 3)) == 0 ? [fifo, device] : [fifo]
+        for special in specials {
+            XCTAssertEqual(
+                failureReason(download("/_test/files/10", to: special)),
+                "The file '\(special.path)' cannot be used: it is not a regular file (a device, FIFO or socket).")
+        }
+        for length in [241, 255] {
+            let long = destination(String(repeating: "n", count: length))
+            XCTAssertEqual(
+                failureReason(download("/_test/files/10", to: long)),
+                "The file '\(long.path)' cannot be used: its name is longer than 240 bytes (its partial files add 15).")
+            XCTAssertFalse(exists(partial(long)))
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0, "nothing was asked for")
+        let fits = destination(String(repeating: "n", count: 240))
+        XCTAssertEqual(try XCTUnwrap(download("/_test/files/10", to: fits)).get(), fits)
+        XCTAssertEqual(try Data(contentsOf: fits), pattern(0..<10))
+    }
+}
+
+private func fileSize(_ url: URL) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? 0
+}
+
+#if os(Linux)
+private let fileSizeResource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+#else
+private let fileSizeResource = RLIMIT_FSIZE
+#endif
