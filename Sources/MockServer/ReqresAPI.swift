@@ -233,7 +233,7 @@ enum ReqresAPI {
             headers: [
                 ("Content-Type", "application/json; charset=utf-8"),
                 ("Access-Control-Allow-Origin", "*"),
-                ("ETag", "W/\"\(String(bytes.count, radix: 16))-\(String(Checksum.crc32(bytes), radix: 16))\"")
+                ("ETag", "\"\(String(bytes.count, radix: 16))-\(String(Checksum.crc32(bytes), radix: 16))\"")
             ], body: bytes)
     }
 

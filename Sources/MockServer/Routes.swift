@@ -17,7 +17,7 @@ enum Routes {
                     ])))
         }
         if request.path == "/api" || request.path.hasPrefix("/api/") {
-            return ReqresAPI.reply(to: request, server: server)
+            return notModifiedIfUnchanged(ReqresAPI.reply(to: request, server: server), request)
         }
         if request.path.hasPrefix("/img/faces/") {
             return .response(ReqresAPI.avatar(request))
@@ -27,6 +27,19 @@ enum Routes {
         }
         return .response(HTTPResponse(status: 404, text: "Not Found\n"))
     }
+}
+
+/// A 304 (with the ETag, no body) for a GET or HEAD whose `If-None-Match` names the answer's ETag (RFC 9110 §13.1.2:
+/// a weak comparison, `*` matches any).
+func notModifiedIfUnchanged(_ reply: Reply, _ request: ReceivedRequest) -> Reply {
+    guard case .response(let response) = reply, response.status == 200, request.method == "GET" || request.method == "HEAD",
+        let etag = response.headers.first(where: { $0.name.lowercased() == "etag" })?.value,
+        let condition = request.header("If-None-Match")
+    else { return reply }
+    let weakless = { (tag: Substring) in tag.hasPrefix("W/") ? tag.dropFirst(2) : tag }
+    let tags = condition.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    guard tags.contains(where: { $0 == "*" || weakless(Substring($0)) == weakless(Substring(etag)) }) else { return reply }
+    return .response(HTTPResponse(status: 304, headers: [("ETag", etag)], body: []))
 }
 
 /// Endpoints that make the server answer (or misbehave) on demand. See README "Mock server".
@@ -94,7 +107,7 @@ enum TestEndpoints {
             response.generatedBodyLength = size
             return .response(response)
         case "files":
-            return .response(TransferEndpoints.file(request, sizeText: argument))
+            return notModifiedIfUnchanged(.response(TransferEndpoints.file(request, sizeText: argument)), request)
         case "upload":
             // A chunked body (a streamed one with Content-Length never gets here).
             let checksum = request.body.withUnsafeBytes { TransferEndpoints.fnv1a64($0) }

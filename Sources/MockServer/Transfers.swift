@@ -7,11 +7,11 @@ import Foundation
 enum TransferEndpoints {
     /// `GET /_test/files/N`: N bytes of the pattern (byte i is i mod 251) with `ETag`, `Last-Modified`
     /// and `Accept-Ranges`; one `Range` (206 with `Content-Range`, 416 past the end) honoured when
-    /// `If-Range` is absent or matches. Query: `version=V` changes the validators, `dropAfter=K` closes
+    /// `If-Range` is absent or matches (a 304 to a matching `If-None-Match`). Query: `version=V` changes the validators, `dropAfter=K` closes
     /// the connection after K body bytes, `ignoreRange=1` always sends 200, `ignoreIfRange=1` serves
     /// ranges whatever `If-Range` says, `chunked=1` sends no length,
     /// `validators=none` or `validators=date-only` sends
-    /// neither validator or only `Last-Modified`.
+    /// neither validator or only `Last-Modified`, `maxAge=S` adds `Cache-Control: max-age=S`.
     static func file(_ request: ReceivedRequest, sizeText: String?) -> HTTPResponse {
         guard let size = Numbers.integer(sizeText, in: 0...TestEndpoints.maximumGeneratedBytes) else {
             return TestEndpoints.badArgumentResponse("byte count", sizeText, "0...\(TestEndpoints.maximumGeneratedBytes)")
@@ -31,6 +31,9 @@ enum TransferEndpoints {
         case "none"?: break
         case "date-only"?: headers.append(("Last-Modified", lastModified))
         default: headers += [("ETag", etag), ("Last-Modified", lastModified)]
+        }
+        if let maxAge = request.query("maxAge").flatMap({ Numbers.integer($0, in: 0...31_536_000) }) {
+            headers.append(("Cache-Control", "max-age=\(maxAge)"))
         }
         var first = 0
         var count = size

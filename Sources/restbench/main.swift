@@ -1,7 +1,7 @@
 // restbench: RestManager against raw URLSession and the tutorial's design, measured in one run,
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
-//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers]
+//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -37,11 +37,11 @@ let svgPath: String? = {
     guard let index = list.firstIndex(of: "--svg") else { return nil }
     return index + 1 < list.count ? list[index + 1] : ""
 }()
-let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers"] + (svgPath.map { [$0] } ?? []))
+let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers", "--cache"] + (svgPath.map { [$0] } ?? []))
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache])\n"
                 .utf8))
     exit(64)
 }
@@ -204,6 +204,20 @@ if arguments.contains("--transfers") {
     exit(0)
 }
 
+// --cache: only the response cache's rows.
+func cacheLine(_ row: Row) -> String {
+    String(
+        format: "%@, %@: %.0f requests/s (%.1f× RestManager without the cache), %.1f MiB of bodies over the network%@",
+        row.scenario, row.client, row.requestsPerSecond, row.ratioToRaw ?? 0, (row.extra?["bodyBytesReceived"] ?? 0) / 1_048_576,
+        row.failures > 0 ? ", \(row.failures) failed" : "")
+}
+if arguments.contains("--cache") {
+    for row in CacheBench.run(base: base, count: quick ? 100 : 1000) { print(cacheLine(row)) }
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
+}
+
 // MARK: - Scenarios over the network
 
 var rows: [Row] = []
@@ -314,6 +328,12 @@ rows += mainThreadRows
 progress("transfers to and from disk…")
 let transferRows = TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3)
 rows += transferRows
+
+// MARK: - The response cache
+
+progress("the response cache…")
+let cacheRows = CacheBench.run(base: base, count: quick ? 100 : 1000)
+rows += cacheRows
 
 // MARK: - Ten thousand requests at once
 
@@ -541,6 +561,7 @@ if json {
                 format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer",
                 row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0))
     }
+    for row in cacheRows { print(cacheLine(row)) }
     for row in burstRows {
         let extra = row.extra ?? [:]
         print(

@@ -34,7 +34,11 @@ struct Client {
         if let perPage = invocation.options["--per-page"] {
             query.append(("per_page", String(try ArgumentParser.positiveInteger(perPage, name: "--per-page", command: "users"))))
         }
-        let results = try await call(.get, "/api/users", query: query)
+        let cached = invocation.flags.contains("--cache")
+        // With --cache the first answer is stored with its ETag; the second request asks If-None-Match and gets a 304.
+        if cached { rest.interceptors.append(RestManager.ResponseCache()) }
+        var results = try await call(.get, "/api/users", query: query)
+        if cached { results = try await call(.get, "/api/users", query: query) }
         if invocation.flags.contains("--headers"), let headers = results.response?.headers {
             let lines = headers.orderedPairs.sorted { $0.key.lowercased() < $1.key.lowercased() }.map { "\($0.key): \($0.value)" }
             Output.line(lines.joined(separator: "\n") + "\n")
@@ -178,7 +182,12 @@ struct Client {
                 message: "cannot reach \(url.absoluteString): \(error.localizedDescription) (try --offline to use the built-in mock server)")
         }
         if options.verbose {
-            Output.diagnostic(String(format: "< HTTP %d in %.1f ms", results.statusCode ?? 0, Date().timeIntervalSince(started) * 1000))
+            let milliseconds = Date().timeIntervalSince(started) * 1000
+            switch results.response?.headers.value(forKey: RestManager.ResponseCache.statusHeader) {
+            case "revalidated": Output.diagnostic(String(format: "< HTTP 304 Not Modified: the cached answer, in %.1f ms", milliseconds))
+            case "fresh": Output.diagnostic(String(format: "< the cached answer, fresh (no request), in %.1f ms", milliseconds))
+            default: Output.diagnostic(String(format: "< HTTP %d in %.1f ms", results.statusCode ?? 0, milliseconds))
+            }
         }
         return results
     }

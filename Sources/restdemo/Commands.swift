@@ -12,10 +12,11 @@ enum Commands {
     static let all: [CommandSpec] = [
         CommandSpec(
             name: "users", summary: "List users, one page at a time",
-            usage: "restdemo users [--page N] [--per-page N] [--headers]", positionals: [],
-            valueOptions: ["--page", "--per-page"], flags: ["--headers"],
+            usage: "restdemo users [--page N] [--per-page N] [--headers] [--cache]", positionals: [],
+            valueOptions: ["--page", "--per-page"], flags: ["--headers", "--cache"],
             details:
-                "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers"
+                "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers\n"
+                + "  --cache        ask twice through an HTTP cache: the second request revalidates (see it with --verbose)"
         ),
         CommandSpec(
             name: "user", summary: "Show one user (an unknown id shows the HTTP status)",

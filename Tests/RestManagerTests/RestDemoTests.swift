@@ -421,3 +421,17 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(outcome.value?.status, 0)
     }
 }
+
+/// `restdemo users --cache`: the second request revalidates, and --verbose says 304.
+final class RestDemoCacheTests: MockServerTestCase {
+    func testTheSecondRequestRevalidatesWithA304() throws {
+        let run = try restdemo(["--verbose", "users", "--page", "2", "--cache"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("\n< HTTP 304 Not Modified: the cached answer, in "), run.stderr)
+        let pages = server.receivedRequests.filter { $0.target == "/api/users?page=2" }
+        XCTAssertEqual(pages.count, 2)
+        XCTAssertNil(pages.first?.header("If-None-Match"))
+        XCTAssertTrue(pages.last?.header("If-None-Match")?.hasPrefix("\"") ?? false)
+        XCTAssertTrue(run.stdout.hasSuffix("page 2 of 2, 12 users\n"), run.stdout)
+    }
+}

@@ -78,6 +78,18 @@ final class UploadTests: MockServerTestCase {
         }
     }
 
+    /// A FIFO went out as `Content-Length: 0` and succeeded; `/dev/zero` never ends: only regular files are uploaded.
+    func testAFIFOOrADeviceIsNotUploaded() throws {
+        let fifo = scratch.appendingPathComponent("pipe")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        for special in [fifo, URL(fileURLWithPath: "/dev/zero")] {
+            let results = try XCTUnwrap(upload(special, to: "/_test/upload"))
+            guard case .fileAccessFailed(special, "it is not a regular file (a device, FIFO or socket)")? = results.error as? RestManager.CustomError
+            else { return XCTFail("\(special.path): \(String(describing: results.error))") }
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testAGetCannotUploadAFile() throws {
         let results = try XCTUnwrap(upload(try file("a.bin", Data("a".utf8)), to: "/_test/upload", method: .get))
         guard case .bodyEncodingFailed(let reason)? = results.error as? RestManager.CustomError else {

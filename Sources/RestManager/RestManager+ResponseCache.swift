@@ -1,0 +1,208 @@
+//  RestManager+ResponseCache.swift — an add-on to RestManager.swift: a private, in-memory HTTP cache of GET answers that
+//  revalidates with ETag / Last-Modified (RFC 9110 §13, RFC 9111). Nothing but an `Interceptor` on the core's seam.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension RestManager {
+    /// A private, in-memory cache of GET answers that revalidates with ETag / Last-Modified.
+    /// `rest.interceptors.append(RestManager.ResponseCache())`
+    ///
+    /// Stores a 200 to a GET that has a validator or `max-age`, unless the request or the answer says `no-store` or the
+    /// answer has `Vary: *`; keyed by URL, the request's `Authorization` and the values of the headers named by `Vary`.
+    /// A fresh entry (by `max-age`, without `no-cache`) answers without a request; otherwise the next GET asks with
+    /// `If-None-Match` / `If-Modified-Since`, and a 304 is delivered as the stored 200 with its headers updated. A
+    /// delivered entry says so in ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
+    public final class ResponseCache: Interceptor, @unchecked Sendable {
+        /// The response header that tells a stored answer: `fresh` (no request was sent) or `revalidated` (after a 304).
+        public static let statusHeader = "RestManager-Cache"
+
+        private struct Entry {
+            var response: HTTPURLResponse
+            var body: Data
+            /// The request's values of the headers the answer's `Vary` names, lower-cased names.
+            var varied: [String: String]
+            var freshUntil: Date
+            var lastUsed: UInt64
+        }
+
+        private let lock = NSLock()
+        private let maximumBytes: Int
+        private var entries: [String: [Entry]] = [:]
+        private var storedBytes = 0
+        private var clock: UInt64 = 0
+
+        /// A cache that keeps at most `maximumBytes` of bodies (least recently used go first).
+        public init(maximumBytes: Int = 10 << 20) { self.maximumBytes = max(0, maximumBytes) }
+
+        /// Forgets every stored answer.
+        public func removeAll() {
+            withLock {
+                entries = [:]
+                storedBytes = 0
+            }
+        }
+
+        /// Answers a GET from a fresh entry, or asks for the stored one's validity.
+        public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+            guard isGet(request), !Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-store"),
+                request.value(forHTTPHeaderField: "If-None-Match") == nil,
+                request.value(forHTTPHeaderField: "If-Modified-Since") == nil,
+                let entry = lookUp(request)
+            else { return request }
+            let noCache = Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-cache")
+            if !noCache, entry.freshUntil > Date() { throw Answer(Self.results(entry, status: "fresh")) }
+            var conditional = request
+            conditional.setValue(entry.response.value(forHTTPHeaderField: "ETag"), forHTTPHeaderField: "If-None-Match")
+            let lastModified = entry.response.value(forHTTPHeaderField: "Last-Modified")
+            conditional.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since")
+            return conditional
+        }
+
+        /// Turns a 304 into the stored answer, stores a 200, and drops a URL's entries after an unsafe method.
+        public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
+            guard let http = results.response?.response as? HTTPURLResponse, results.error == nil, let url = request.url else {
+                return .deliver
+            }
+            guard isGet(request) else {
+                // RFC 9111 §4.4: a successful unsafe method invalidates the target URL (for every user and variant).
+                let unsafe = ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod ?? "GET")
+                if unsafe, (200..<400).contains(http.statusCode) {
+                    withLock { entries = entries.filter { !$0.key.hasPrefix(url.absoluteString + "\n") } }
+                    recount()
+                }
+                return .deliver
+            }
+            if http.statusCode == 304,
+                request.value(forHTTPHeaderField: "If-None-Match") != nil
+                    || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
+            {
+                // No entry any more (evicted meanwhile): ask once more, without the validators; a caller's own 304 stays.
+                guard let entry = revalidated(request, with: http) else { return attempt == 1 ? .retry(after: 0) : .deliver }
+                return .deliverInstead(Self.results(entry, status: "revalidated"))
+            }
+            if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }
+            return .deliver
+        }
+
+        // MARK: - Entries
+
+        private func key(_ request: URLRequest) -> String {
+            (request.url?.absoluteString ?? "") + "\n" + (request.value(forHTTPHeaderField: "Authorization") ?? "")
+        }
+
+        private func lookUp(_ request: URLRequest) -> Entry? {
+            withLock {
+                guard let index = entries[key(request)]?.firstIndex(where: { matches($0, request) }) else { return nil }
+                clock += 1
+                entries[key(request)]?[index].lastUsed = clock
+                return entries[key(request)]?[index]
+            }
+        }
+
+        private func matches(_ entry: Entry, _ request: URLRequest) -> Bool {
+            entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }
+        }
+
+        private func store(_ body: Data, _ response: HTTPURLResponse, for request: URLRequest) {
+            let control = Self.directives(response.value(forHTTPHeaderField: "Cache-Control"))
+            let requestControl = Self.directives(request.value(forHTTPHeaderField: "Cache-Control"))
+            let vary = (response.value(forHTTPHeaderField: "Vary") ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            }
+            let hasValidator =
+                response.value(forHTTPHeaderField: "ETag") != nil
+                || response.value(forHTTPHeaderField: "Last-Modified") != nil
+            let lifetime = Self.freshness(control, response)
+            let storable =
+                !control.contains("no-store") && !requestControl.contains("no-store") && !vary.contains("*")
+                && (hasValidator || lifetime > 0) && body.count <= maximumBytes
+            var varied: [String: String] = [:]
+            for name in vary where !name.isEmpty { varied[name] = request.value(forHTTPHeaderField: name) ?? "" }
+            withLock {
+                var list = entries[key(request)] ?? []
+                list.removeAll { $0.varied == varied }
+                if storable {
+                    clock += 1
+                    let entry = Entry(
+                        response: response, body: body, varied: varied, freshUntil: Date() + lifetime, lastUsed: clock)
+                    list.append(entry)
+                }
+                entries[key(request)] = list.isEmpty ? nil : list
+            }
+            recount()
+        }
+
+        /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again for its new lifetime.
+        private func revalidated(_ request: URLRequest, with notModified: HTTPURLResponse) -> Entry? {
+            withLock {
+                guard let index = entries[key(request)]?.firstIndex(where: { matches($0, request) }),
+                    var entry = entries[key(request)]?[index],
+                    request.value(forHTTPHeaderField: "If-None-Match") == entry.response.value(forHTTPHeaderField: "ETag"),
+                    request.value(forHTTPHeaderField: "If-Modified-Since") == entry.response.value(forHTTPHeaderField: "Last-Modified")
+                else { return nil }
+                var headers = entry.response.allHeaderFields as? [String: String] ?? [:]
+                for case let (name as String, value as String) in notModified.allHeaderFields {
+                    for existing in headers.keys where existing.lowercased() == name.lowercased() { headers[existing] = nil }
+                    headers[name] = value
+                }
+                let url = entry.response.url ?? request.url ?? URL(fileURLWithPath: "/")
+                entry.response =
+                    HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)
+                    ?? entry.response
+                let control = Self.directives(entry.response.value(forHTTPHeaderField: "Cache-Control"))
+                entry.freshUntil = Date() + Self.freshness(control, entry.response)
+                clock += 1
+                entry.lastUsed = clock
+                entries[key(request)]?[index] = entry
+                return entry
+            }
+        }
+
+        /// Drops the least recently used entries until the bodies fit `maximumBytes`.
+        private func recount() {
+            withLock {
+                storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
+                while storedBytes > maximumBytes {
+                    guard let oldest = entries.flatMap({ key, list in list.map { (key, $0) } }).min(by: { $0.1.lastUsed < $1.1.lastUsed })
+                    else { break }
+                    entries[oldest.0]?.removeAll { $0.lastUsed == oldest.1.lastUsed }
+                    if entries[oldest.0]?.isEmpty == true { entries[oldest.0] = nil }
+                    storedBytes -= oldest.1.body.count
+                }
+            }
+        }
+
+        // MARK: - Helpers
+
+        private func withLock<Value>(_ body: () throws -> Value) rethrows -> Value {
+            lock.lock()
+            defer { lock.unlock() }
+            return try body()
+        }
+
+        private func isGet(_ request: URLRequest) -> Bool { (request.httpMethod ?? "GET") == "GET" }
+
+        /// The lower-cased directives of a `Cache-Control` value, with their arguments (`max-age=60`).
+        private static func directives(_ value: String?) -> [String] {
+            (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        }
+
+        /// Seconds an answer stays fresh: `max-age` less its `Age` (`s-maxage` is for shared caches); 0 with `no-cache`.
+        private static func freshness(_ control: [String], _ response: HTTPURLResponse) -> TimeInterval {
+            guard !control.contains("no-cache"),
+                let maxAge = control.first(where: { $0.hasPrefix("max-age=") }).flatMap({ Double($0.dropFirst(8)) })
+            else { return 0 }
+            let age = response.value(forHTTPHeaderField: "Age").flatMap(Double.init) ?? 0
+            return max(0, maxAge - age)
+        }
+
+        private static func results(_ entry: Entry, status: String) -> Results {
+            var response = Response(fromURLResponse: entry.response)
+            response.headers.add(value: status, forKey: statusHeader)
+            return Results(withData: entry.body, response: response, error: nil)
+        }
+    }
+}

@@ -1,0 +1,252 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import MockServer
+import RestManager
+
+/// RFC 9110 §13 and RFC 9111 as the in-memory cache add-on keeps them, against a real socket.
+final class ResponseCacheTests: MockServerTestCase {
+    private var cache: RestManager.ResponseCache!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        cache = RestManager.ResponseCache()
+        rest.interceptors.append(cache)
+    }
+
+    /// `/doc`: a body per version, a strong ETag, 304 to a matching If-None-Match; `headers` added to every answer.
+    private func serve(version: @escaping @Sendable () -> Int = { 1 }, headers: [(String, String)] = [("Cache-Control", "no-cache")]) {
+        server.stub(path: "/doc") { request in
+            let etag = "\"v\(version())\""
+            if request.header("If-None-Match") == etag { return MockServer.Response(status: 304, headers: [("ETag", etag)] + headers) }
+            return MockServer.Response(status: 200, headers: [("ETag", etag)] + headers, body: Data("body \(version())".utf8))
+        }
+    }
+
+    private func cacheStatus(_ results: RestManager.Results) -> String? { Self.cacheStatus(results) }
+
+    private static func cacheStatus(_ results: RestManager.Results) -> String? {
+        results.response?.headers.value(forKey: RestManager.ResponseCache.statusHeader)
+    }
+
+    private func conditions() -> [String] { server.receivedRequests.map { $0.header("If-None-Match") ?? "-" } }
+
+    func testA304IsDeliveredAsTheStoredAnswerWithItsHeadersUpdated() {
+        serve(headers: [("Cache-Control", "no-cache"), ("X-Version", "a")])
+        let first = send(.get, "/doc")
+        XCTAssertEqual(first.data, Data("body 1".utf8))
+        XCTAssertNil(cacheStatus(first))
+        server.stub(path: "/doc") { request in
+            MockServer.Response(status: 304, headers: [("ETag", "\"v1\""), ("X-Version", "b"), ("Cache-Control", "no-cache")])
+        }
+        let second = send(.get, "/doc")
+        XCTAssertEqual(second.statusCode, 200, "the stored 200, not the 304")
+        XCTAssertEqual(second.data, Data("body 1".utf8))
+        XCTAssertEqual(second.response?.headers.value(forKey: "X-Version"), "b", "headers updated from the 304 (RFC 9111 §4.3.4)")
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(conditions(), ["-", "\"v1\""])
+    }
+
+    func testAChangedResourceReplacesTheEntry() {
+        let version = VersionBox()
+        serve(version: { version.value })
+        XCTAssertEqual(send(.get, "/doc").data, Data("body 1".utf8))
+        version.value = 2
+        XCTAssertEqual(send(.get, "/doc").data, Data("body 2".utf8))
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated")
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v2\""])
+    }
+
+    func testLastModifiedIsSentAsIfModifiedSince() {
+        server.stub(path: "/dated") { request in
+            request.header("If-Modified-Since") == "Sun, 06 Nov 1994 08:49:37 GMT"
+                ? MockServer.Response(status: 304)
+                : MockServer.Response(status: 200, headers: [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT")], body: Data("d".utf8))
+        }
+        _ = send(.get, "/dated")
+        let second = send(.get, "/dated")
+        XCTAssertEqual(second.data, Data("d".utf8))
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(server.receivedRequests.map { $0.header("If-Modified-Since") ?? "-" }, ["-", "Sun, 06 Nov 1994 08:49:37 GMT"])
+    }
+
+    /// Fresh by max-age: answered without a request; `no-cache` in the request revalidates anyway.
+    func testAFreshAnswerIsServedWithoutARequest() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        _ = send(.get, "/doc")
+        let fresh = send(.get, "/doc")
+        XCTAssertEqual(fresh.data, Data("body 1".utf8))
+        XCTAssertEqual(cacheStatus(fresh), "fresh")
+        XCTAssertEqual(server.receivedRequests.count, 1)
+        rest.requestHttpHeaders.add(value: "no-cache", forKey: "Cache-Control")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated")
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
+    /// `s-maxage` is for shared caches, and an `Age` counts against `max-age`.
+    func testSMaxAgeIsIgnoredAndAgeCounts() {
+        serve(headers: [("Cache-Control", "s-maxage=600")])
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated")
+        server.removeAllStubs()
+        serve(headers: [("Cache-Control", "max-age=60"), ("Age", "60")])
+        cache.removeAll()
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "60 s old at arrival: already stale")
+    }
+
+    func testNoStoreVaryStarAndAnswersWithoutValidatorsAreNotStored() {
+        for (path, headers) in [
+            ("/a", [("ETag", "\"x\""), ("Cache-Control", "no-store")]), ("/b", [("ETag", "\"x\""), ("Vary", "*")]),
+            ("/c", [("Content-Type", "text/plain")])
+        ] {
+            server.stub(path: path, response: MockServer.Response(status: 200, headers: headers, body: Data("x".utf8)))
+            _ = send(.get, path)
+            XCTAssertNil(cacheStatus(send(.get, path)), path)
+        }
+        XCTAssertTrue(server.receivedRequests.allSatisfy { $0.header("If-None-Match") == nil })
+        serve()
+        rest.requestHttpHeaders.add(value: "no-store", forKey: "Cache-Control")
+        _ = send(.get, "/doc")
+        rest.requestHttpHeaders.removeValue(forKey: "Cache-Control")
+        XCTAssertNil(server.lastRequest(path: "/doc")?.header("If-None-Match"))
+        _ = send(.get, "/doc")
+        XCTAssertNil(server.lastRequest(path: "/doc")?.header("If-None-Match"), "a request's no-store kept it out")
+    }
+
+    /// `Vary` keys an entry by the request's values of the named headers; `Authorization` always keys it.
+    func testVaryAndAuthorizationKeyTheEntries() {
+        serve(headers: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")])
+        rest.requestHttpHeaders.add(value: "fr", forKey: "Accept-Language")
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh")
+        rest.requestHttpHeaders.add(value: "de", forKey: "Accept-Language")
+        XCTAssertNil(cacheStatus(send(.get, "/doc")), "another language is another entry")
+        rest.requestHttpHeaders.add(value: "Bearer alice", forKey: "Authorization")
+        XCTAssertNil(cacheStatus(send(.get, "/doc")), "alice's answers are not the anonymous ones")
+        rest.requestHttpHeaders.add(value: "Bearer bob", forKey: "Authorization")
+        XCTAssertNil(cacheStatus(send(.get, "/doc")), "nor bob's alice's")
+        XCTAssertEqual(server.receivedRequests.count, 4)
+    }
+
+    func testUnsafeMethodsDropTheURLsEntries() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
+            _ = send(.get, "/doc")
+            XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh")
+            _ = send(method, "/doc")
+            XCTAssertNil(cacheStatus(send(.get, "/doc")), "\(method) invalidated it")
+            cache.removeAll()
+        }
+        _ = send(.get, "/doc")
+        _ = send(.head, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "HEAD is safe")
+    }
+
+    /// Least recently used entries go first; a body larger than the cache is never stored.
+    func testEvictionKeepsTheStoredBodiesWithinTheLimit() {
+        cache = RestManager.ResponseCache(maximumBytes: 250)
+        rest.interceptors = [cache]
+        for name in ["a", "b", "c"] {
+            server.stub(
+                path: "/\(name)", response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 100)))
+        }
+        server.stub(path: "/big", response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 251)))
+        _ = send(.get, "/a")
+        _ = send(.get, "/b")
+        XCTAssertEqual(cacheStatus(send(.get, "/a")), "fresh", "a is now the most recently used")
+        _ = send(.get, "/c")
+        XCTAssertEqual(cacheStatus(send(.get, "/a")), "fresh")
+        XCTAssertEqual(cacheStatus(send(.get, "/c")), "fresh")
+        XCTAssertNil(cacheStatus(send(.get, "/b")), "b, the least recently used, went first")
+        _ = send(.get, "/big")
+        XCTAssertNil(cacheStatus(send(.get, "/big")), "larger than the whole cache")
+    }
+
+    /// A later interceptor's decide sees the cached answer; redirects store the final answer under the request's key.
+    func testCachedAnswersGoThroughLaterInterceptorsAndRedirectsAreKeyedByTheRequest() {
+        struct Stamp: RestManager.Interceptor {
+            func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+                var stamped = results
+                stamped.response?.headers.add(value: "seen", forKey: "X-Stamp")
+                return .deliverInstead(stamped)
+            }
+        }
+        rest.interceptors.append(Stamp())
+        serve(headers: [("Cache-Control", "max-age=60")])
+        _ = send(.get, "/_test/redirect/302?to=/doc")
+        let cached = send(.get, "/_test/redirect/302?to=/doc")
+        XCTAssertEqual(cached.data, Data("body 1".utf8))
+        XCTAssertEqual(cacheStatus(cached), "fresh")
+        XCTAssertEqual(cached.response?.headers.value(forKey: "X-Stamp"), "seen")
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/redirect/302", "/doc"])
+    }
+
+    func testItComposesWithTheAuthenticatorRetriesAndDeduplication() {
+        rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "t")) { _ in .init(accessToken: "t") }
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0)
+        rest.deduplicatesRequests = true
+        serve()
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.get, "/doc").data, Data("body 1".utf8))
+        let group = DispatchGroup()
+        let statuses = ResultBox<String>()
+        for _ in 0..<8 {
+            group.enter()
+            rest.makeRequest(toURL: url("/doc"), withHttpMethod: .get) { results in
+                statuses.set(Self.cacheStatus(results) ?? "none")
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 20), .success)
+        XCTAssertEqual(statuses.all, Array(repeating: "revalidated", count: 8))
+        XCTAssertTrue(server.receivedRequests.allSatisfy { $0.header("Authorization") == "Bearer t" })
+        XCTAssertEqual(conditions().first, "-")
+        XCTAssertEqual(conditions().dropFirst(2).first, "\"v1\"", "after the 503 and the retried 200, a revalidation")
+    }
+
+    func testAThousandConcurrentGetsFromSixteenThreads() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        server.stub(path: "/other", response: MockServer.Response(status: 200, headers: [("ETag", "\"o\"")], body: Data("o".utf8)))
+        let bodies = ResultBox<Data>()
+        let group = DispatchGroup()
+        let rest = self.rest!
+        let base = server.baseURL.absoluteString
+        DispatchQueue.concurrentPerform(iterations: 16) { thread in
+            for index in 0..<63 {
+                group.enter()
+                let path = index % 3 == 0 ? "/other" : "/doc"
+                rest.makeRequest(toURL: URL(string: base + path)!, withHttpMethod: .get) { results in
+                    bodies.set(results.data ?? Data())
+                    group.leave()
+                }
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(bodies.count, 1008)
+        XCTAssertTrue(bodies.all.allSatisfy { $0 == Data("body 1".utf8) || $0 == Data("o".utf8) })
+        XCTAssertLessThan(server.receivedRequests.filter { $0.path == "/doc" }.count, 672, "fresh answers came from the cache")
+    }
+
+    /// The mock's reqres routes: a strong ETag, and a 304 to a matching If-None-Match.
+    func testTheMocksReqresRoutesRevalidate() {
+        let first = send(.get, "/api/users?page=2")
+        let etag = first.response?.headers.value(forKey: "ETag") ?? ""
+        XCTAssertTrue(etag.hasPrefix("\"") && !etag.hasPrefix("W/"), etag)
+        let second = send(.get, "/api/users?page=2")
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(second.data, first.data)
+        XCTAssertEqual(server.receivedRequests.last?.header("If-None-Match"), etag)
+    }
+}
+
+final class VersionBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored = 1
+    var value: Int {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}
