@@ -1110,9 +1110,8 @@ public final class RestManager: @unchecked Sendable {
             return streamed
         }
 
-        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/": paths joined, then the base's
-        /// query and the URL's query joined with "&" (`https://h/api?key=S` + `users?page=2` is
-        /// `https://h/api/users?key=S&page=2`). Fragments are never sent: the base's is dropped.
+        /// `url` itself when absolute; else `base` and `url` joined with exactly one "/", then their queries with "&"
+        /// (the `baseURL` documentation has an example). Fragments are never sent: the base's is dropped.
         static func resolve(_ url: URL, against base: URL?) throws -> URL {
             guard url.scheme == nil else { return url }
             guard let base else { throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL") }
@@ -1543,9 +1542,8 @@ public final class RestManager: @unchecked Sendable {
             }
             var status = stat()
             if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
-                throw FileStream.failure(destination, "it is not a regular file (a device, FIFO or socket)")
+                throw FileStream.notRegular(destination)
             }
-            // Checked before anything is written: `<name>.part.validator` must fit the file system's 255 bytes too.
             guard destination.lastPathComponent.utf8.count <= 240 else {
                 throw FileStream.failure(destination, "its name is longer than 240 bytes (its partial files add 15)")
             }
@@ -2182,8 +2180,7 @@ public final class RestManager: @unchecked Sendable {
         private var file: UnsafeMutablePointer<FILE>?
         private let url: URL
 
-        /// Opens `url` for writing without following a link (a planted `.part -> victim` is refused, not overwritten) and
-        /// only when it is a regular file (non-blocking, so that a FIFO fails instead of waiting for a reader).
+        /// Opens a regular file without following a link (a planted `.part -> victim` is refused, a FIFO does not block).
         init(writingTo url: URL, append: Bool) throws {
             self.url = url
             let descriptor = open(url.path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0o644)
@@ -2233,15 +2230,14 @@ public final class RestManager: @unchecked Sendable {
             guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
         }
 
-        /// Throws `.fileAccessFailed` unless `url` is a readable regular file: a body sent as is needs a size to announce
-        /// (a FIFO went out as `Content-Length: 0`, `/dev/zero` never ends).
+        /// Also a regular file: a body sent as is needs a size (a FIFO went out as `Content-Length: 0`).
         static func checkSendable(_ url: URL) throws {
             try check(url)
             var status = stat()
-            guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                throw failure(url, "it is not a regular file (a device, FIFO or socket)")
-            }
+            guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw notRegular(url) }
         }
+
+        static func notRegular(_ url: URL) -> CustomError { failure(url, "it is not a regular file (a device, FIFO or socket)") }
 
         static func size(_ url: URL) -> Int64? { ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value }
         /// `.fileAccessFailed` with `reason`, or the system's reason for the last failed call.
