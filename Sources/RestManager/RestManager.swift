@@ -666,8 +666,9 @@ public final class RestManager: @unchecked Sendable {
                 wasCancelled = true
                 return self.exchange
             }
-            guard deliver(Results(withError: CustomError.cancelled)) else { return }
+            // The network call (and a download's destination) is freed before the completion runs.
             exchange?.remove(self)
+            deliver(Results(withError: CustomError.cancelled))
         }
 
         /// Reports `finished` and calls the completion on its queue if it has not been called yet; returns whether it
@@ -1524,6 +1525,8 @@ public final class RestManager: @unchecked Sendable {
         private var rangeEnd: Int64?
         /// Windows in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
         private var emptyWindows = 0
+        /// `<destination>.part.lock`, locked (`flock`) while this download runs.
+        private var lock: Int32 = -1
         /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator
         /// that keeps windows from mixing versions, or as a 416: an empty file); `continues`: whether another window
         /// follows this one.
@@ -1550,7 +1553,22 @@ public final class RestManager: @unchecked Sendable {
             do { try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true) } catch {
                 throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
             }
+            // One writer per destination, in this process or another (two resuming one `.part` corrupted it).
+            lock = open(destination.path + ".part.lock", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+                release()
+                throw FileStream.failure(destination, "another download to it is in progress")
+            }
         }
+
+        /// Closes the files and lets the next download to this destination start.
+        func release() {
+            close()
+            if lock >= 0 { Foundation.close(lock) }
+            lock = -1
+        }
+
+        deinit { release() }
 
         /// Bytes on disk so far (a resumed download counts what it started from).
         var progress: TransferProgress { TransferProgress(completedBytes: offset + written, totalBytes: total) }
@@ -1636,7 +1654,7 @@ public final class RestManager: @unchecked Sendable {
             guard emptyWindows < 3 else { throw Self.violation("3 answers in a row to a range request brought no byte") }
             if continues, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
-            try? FileManager.default.removeItem(at: validatorFile)
+            for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
             return true
         }
 
@@ -2066,7 +2084,7 @@ public final class RestManager: @unchecked Sendable {
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
         private func takeResources() -> Resources {
-            transfer.download?.close()
+            transfer.download?.release()
             defer { (task, timers) = (nil, []) }
             return (task, timers)
         }

@@ -141,3 +141,50 @@ private let fileSizeResource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
 #else
 private let fileSizeResource = RLIMIT_FSIZE
 #endif
+
+/// One writer per destination: two downloads resuming one `.part` left 222,784 of 20,000,000 bytes, both "successful".
+final class DownloadDestinationLockTests: MockServerTestCase {
+    private func pattern(_ count: Int) -> Data { Data((0..<count).map { UInt8($0 % 251) }) }
+
+    private func start(_ path: String, to destination: URL, _ box: ResultBox<Result<URL, RestManager.CustomError>>) -> XCTestExpectation {
+        let done = expectation(description: "download \(path)")
+        rest.download(fromURL: url(path), to: destination) { result in
+            box.set(result)
+            done.fulfill()
+        }
+        return done
+    }
+
+    func testASecondDownloadToADestinationInUseFailsAtOnce() throws {
+        let target = scratch.appendingPathComponent("shared.bin")
+        let first = ResultBox<Result<URL, RestManager.CustomError>>()
+        let second = ResultBox<Result<URL, RestManager.CustomError>>()
+        // The first call holds the destination from the moment `download` returns.
+        let firstDone = start("/_test/files/200000", to: target, first)
+        let secondDone = start("/_test/files/200000", to: target, second)
+        wait(for: [secondDone, firstDone], timeout: 30)
+        guard case .failure(let error)? = second.value else { return XCTFail("\(String(describing: second.value))") }
+        XCTAssertEqual(error.localizedDescription, "The file '\(target.path)' cannot be used: another download to it is in progress.")
+        XCTAssertEqual(try first.value?.get(), target)
+        XCTAssertEqual(try Data(contentsOf: target), pattern(200_000))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target.path + ".part.lock"), "removed with the finished download")
+        // Once it has ended, the destination is free again.
+        let third = ResultBox<Result<URL, RestManager.CustomError>>()
+        wait(for: [start("/_test/files/10", to: target, third)], timeout: 30)
+        XCTAssertEqual(try third.value?.get(), target)
+    }
+
+    func testACancelledDownloadFreesItsDestination() throws {
+        let target = scratch.appendingPathComponent("cancelled.bin")
+        let first = ResultBox<Result<URL, RestManager.CustomError>>()
+        let done = expectation(description: "cancelled")
+        rest.download(fromURL: url("/_test/stall?bytes=100000&seconds=30"), to: target) { result in
+            first.set(result)
+            done.fulfill()
+        }.cancel()
+        wait(for: [done], timeout: 10)
+        let second = ResultBox<Result<URL, RestManager.CustomError>>()
+        wait(for: [start("/_test/files/10", to: target, second)], timeout: 30)
+        XCTAssertEqual(try second.value?.get(), target)
+    }
+}
