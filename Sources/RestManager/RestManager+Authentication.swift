@@ -174,16 +174,22 @@ extension RestManager {
         private func refreshed(rejecting rejected: Credential?, onRefresh: @Sendable () -> Void) async throws -> Credential {
             let startedGeneration = withLock { generation }
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Credential, Error>) in
-                var starts = false
-                withLock {
+                enum Step { case joined, starts, newer(Credential) }
+                let step = withLock { () -> Step in
                     if case .refreshing(let waiting) = state {
                         state = .refreshing(waiting: waiting + [continuation])
-                    } else {
-                        state = .refreshing(waiting: [continuation])
-                        starts = true
+                        return .joined
                     }
+                    // A refresh ended since `rejected` was read: its credential is the answer, not another refresh.
+                    if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }
+                    state = .refreshing(waiting: [continuation])
+                    return .starts
                 }
-                guard starts else { return }
+                switch step {
+                case .joined: return
+                case .newer(let credential): return continuation.resume(returning: credential)
+                case .starts: break
+                }
                 onRefresh()
                 let refresh = self.refresh
                 Task {

@@ -71,7 +71,10 @@ final class ResponseSizeLimitTests: MockServerTestCase {
         XCTAssertEqual(tooLarge(results), 4 << 20, "\(String(describing: results.error))")
         #if os(Linux)
         let growth = try peakResidentBytes() - peakBefore
-        XCTAssertLessThan(growth, 32 << 20, "peak memory grew by \(growth >> 20) MiB")
+        // AddressSanitizer's quarantine keeps freed chunks resident: under it (`ASAN_OPTIONS` set by .ci/sanitizers) the
+        // bound is looser; the plain run holds the real one.
+        let bound = ProcessInfo.processInfo.environment["ASAN_OPTIONS"] == nil ? 32 << 20 : 64 << 20
+        XCTAssertLessThan(growth, bound, "peak memory grew by \(growth >> 20) MiB")
         #endif
     }
 
