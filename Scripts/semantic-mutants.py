@@ -23,6 +23,7 @@ cases = [
  ("206 overlong appended", C, '''if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }''', '''''', "TransferIntegrityTests"),
  ("interceptors: request's before manager's", C, '''let interceptors = snapshot.interceptors + value.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])''', '''let interceptors = value.interceptors + snapshot.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])''', "InterceptorTests"),
  ("download: no destination lock", C, '''guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {''', '''guard lock >= 0 || true else {''', "DownloadDestinationLockTests"),
+ ("auth: a second refresh for a replaced credential", A, '''if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }''', '''if false, let stored { return .newer(stored) }''', "AuthenticatorTests"),
  ("framing: Expect allowed", C, '''"upgrade", "expect", "te", "trailer"''', '''"upgrade", "te", "trailer"''', "RequestSafetyTests|InterceptorTests"),
 ]
 survived = False

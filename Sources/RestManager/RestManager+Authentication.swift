@@ -171,7 +171,7 @@ extension RestManager {
         }
 
         /// A credential from the refresh under way, or from one this call starts.
-        private func refreshed(rejecting rejected: Credential?, onRefresh: @Sendable () -> Void) async throws -> Credential {
+        func refreshed(rejecting rejected: Credential?, onRefresh: @Sendable () -> Void) async throws -> Credential {
             let startedGeneration = withLock { generation }
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Credential, Error>) in
                 enum Step { case joined, starts, newer(Credential) }

@@ -149,6 +149,17 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(tokens, ["Bearer old", "Bearer new-1", "Bearer new-2", "Bearer new-3"])
     }
 
+    /// A 401 decided just before a refresh ended must not start a second refresh for the credential that refresh
+    /// replaced (the second token would then be rejected: seen under AddressSanitizer as 4 refreshes and a failed call).
+    func testARefreshForACredentialAlreadyReplacedReturnsTheNewOne() async throws {
+        let authenticator = install(Credential(accessToken: "old"))
+        let first = try await authenticator.refreshed(rejecting: Credential(accessToken: "old"), onRefresh: {})
+        XCTAssertEqual(first.accessToken, "new-1")
+        let late = try await authenticator.refreshed(rejecting: Credential(accessToken: "old"), onRefresh: {})
+        XCTAssertEqual(late.accessToken, "new-1", "the refresh that already ended answers it")
+        XCTAssertEqual(refresher.count, 1)
+    }
+
     /// No lockout: once the server accepts tokens again, the next call refreshes and succeeds, and the calls after it too.
     func testAfterRejectedTokensTheNextCallsWorkAsSoonAsTheServerDoes() {
         let authenticator = install(Credential(accessToken: "old"))
