@@ -31,7 +31,6 @@ extension RestManager {
         private let lock = NSLock()
         private let maximumBytes: Int
         private var entries: [String: [Entry]] = [:]
-        private var storedBytes = 0
         private var clock: UInt64 = 0
 
         /// A cache that keeps at most `maximumBytes` of bodies (least recently used go first).
@@ -39,10 +38,7 @@ extension RestManager {
 
         /// Forgets every stored answer.
         public func removeAll() {
-            withLock {
-                entries = [:]
-                storedBytes = 0
-            }
+            withLock { entries = [:] }
         }
 
         /// Answers a GET from a fresh entry, or asks for the stored one's validity.
@@ -164,7 +160,7 @@ extension RestManager {
         /// Drops the least recently used entries until the bodies fit `maximumBytes`.
         private func recount() {
             withLock {
-                storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
+                var storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
                 while storedBytes > maximumBytes {
                     guard let oldest = entries.flatMap({ key, list in list.map { (key, $0) } }).min(by: { $0.1.lastUsed < $1.1.lastUsed })
                     else { break }
