@@ -171,6 +171,7 @@ struct Connection {
         let head = HTTPResponse(status: stub.status, headers: stub.headers, body: Array(stub.body))
         guard write(head.serialized(keepAlive: keepAlive, includeBody: false)[...]) else { return false }
         guard includeBody, head.allowsBody else { return keepAlive }
+        if !stub.pieces.isEmpty { return writePieces(stub.pieces) && keepAlive }
         var body = Array(stub.body)
         if stub.isChunked {
             // Pieces of up to 4 KiB, so that a client sees several chunks.
@@ -198,6 +199,37 @@ struct Connection {
             if offset < body.count, !server.pause(seconds: Double(piece) / Double(rate)) { return false }
         }
         return keepAlive
+    }
+
+    /// A streamed body: each piece as a chunk after its delay, watching the client meanwhile so that a client that
+    /// leaves stops the stream at once.
+    private func writePieces(_ pieces: [MockServer.Response.Piece]) -> Bool {
+        for piece in pieces {
+            if piece.delay > 0 && !clientStaysFor(seconds: piece.delay) { return false }
+            guard !piece.data.isEmpty else { continue }
+            let chunk = Array("\(String(piece.data.count, radix: 16))\r\n".utf8) + Array(piece.data) + [13, 10]
+            guard write(chunk[...]) else { return false }
+        }
+        return write(Array("0\r\n\r\n".utf8)[...])
+    }
+
+    /// Waits `seconds`; false as soon as the client closes its side (or the server stops).
+    private func clientStaysFor(seconds: TimeInterval) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while case let left = deadline.timeIntervalSinceNow, left > 0 {
+            switch Socket.poll([descriptor], wake: wake, timeout: left) {
+            case .stopping: return false
+            case .timedOut: return true
+            case .ready:
+                // Readable while a response is being written: the client closed, or pipelined a request.
+                var byte: UInt8 = 0
+                let peeked = recv(descriptor, &byte, 1, Int32(MSG_PEEK))
+                if peeked <= 0 { return false }
+                // A pipelined request waits for this response to end.
+                return server.pause(seconds: left)
+            }
+        }
+        return true
     }
 
     private func write(_ response: HTTPResponse, keepAlive: Bool, includeBody: Bool) -> Bool {

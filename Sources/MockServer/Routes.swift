@@ -99,6 +99,8 @@ enum TestEndpoints {
             response.stallAfterBodyBytes = size / 2
             response.stallSeconds = seconds
             return .response(response)
+        case "stream", "events":
+            return streamed(request, asEvents: name == "events")
         case "bytes":
             guard let size = Numbers.integer(argument, in: 0...maximumGeneratedBytes) else {
                 return badArgument("byte count", argument, "0...\(maximumGeneratedBytes)")
@@ -205,6 +207,25 @@ enum TestEndpoints {
                 ("headers", pairs(request.headers)),
                 ("body", JSONText.string(request.body.base64EncodedString()))
             ]))
+    }
+
+    /// A token stream as an LLM API sends one: the words of a sentence, one every `interval` seconds (default 0.05),
+    /// `count` of them (default 12); as lines (`/_test/stream`) or as Server-Sent Events with IDs and a final `done`
+    /// event (`/_test/events`, which resumes after a `Last-Event-ID`).
+    static func streamed(_ request: ReceivedRequest, asEvents: Bool) -> Reply {
+        let countText = request.query("count") ?? "12"
+        let intervalText = request.query("interval") ?? "0.05"
+        guard let count = Numbers.integer(countText, in: 0...1_000_000) else { return badArgument("count", countText, "0...1000000") }
+        guard let interval = Numbers.seconds(intervalText, maximum: 60) else { return badArgument("interval", intervalText, "0...60") }
+        let words = "The quick brown fox jumps over the lazy dog while the model streams its answer".split(separator: " ")
+        let first = asEvents ? (request.header("Last-Event-ID").flatMap { Int($0) } ?? 0) + 1 : 1
+        guard first <= count else { return .stub(MockServer.Response(status: 204)) }
+        let tokens = (first...count).map { ($0, String(words[($0 - 1) % words.count])) }
+        guard asEvents else {
+            return .stub(.streamed(tokens.map { .init(after: interval, "\($0.1)\n") }, contentType: "text/plain; charset=utf-8"))
+        }
+        let events = tokens.map { MockServer.Response.Event(id: String($0.0), data: $0.1, after: interval) }
+        return .stub(.events(events + [.init(id: String(count), event: "done", data: "[DONE]", after: interval)]))
     }
 
     /// The largest `/_test/bytes/N` (64 GiB): bodies are generated while written, never held.

@@ -24,6 +24,56 @@ extension MockServer {
         public var bytesPerSecond: Int?
         /// Misbehave instead of answering normally.
         public var fault: Fault?
+        /// A streamed body: when set, `body` is ignored and these pieces go out as HTTP chunks, each after its delay
+        /// (see `streamed(_:status:contentType:)`).
+        public var pieces: [Piece] = []
+
+        /// One piece of a streamed body, written `delay` seconds after the one before.
+        public struct Piece: Sendable {
+            /// Seconds to wait before writing it.
+            public var delay: TimeInterval
+            /// Its bytes.
+            public var data: Data
+            /// A piece of bytes.
+            public init(after delay: TimeInterval = 0, _ data: Data) {
+                self.delay = delay
+                self.data = data
+            }
+            /// A piece of UTF-8 text.
+            public init(after delay: TimeInterval = 0, _ text: String) { self.init(after: delay, Data(text.utf8)) }
+        }
+
+        /// One Server-Sent Event, as `events(_:)` writes it.
+        public struct Event: Sendable {
+            /// The event's `id` field, if any.
+            public var id: String?
+            /// The event's `event` field (its type), if any.
+            public var event: String?
+            /// The data; one `data:` line per line of it.
+            public var data: String
+            /// A `retry:` field (milliseconds), if any.
+            public var retry: Int?
+            /// Seconds to wait before writing it.
+            public var delay: TimeInterval
+            /// An event.
+            public init(id: String? = nil, event: String? = nil, data: String, retry: Int? = nil, after delay: TimeInterval = 0) {
+                self.id = id
+                self.event = event
+                self.data = data
+                self.retry = retry
+                self.delay = delay
+            }
+
+            /// The event in the `text/event-stream` format, ending with its blank line.
+            public var text: String {
+                var lines: [String] = []
+                if let retry { lines.append("retry: \(retry)") }
+                if let id { lines.append("id: \(id)") }
+                if let event { lines.append("event: \(event)") }
+                for line in data.split(separator: "\n", omittingEmptySubsequences: false) { lines.append("data: \(line)") }
+                return lines.joined(separator: "\n") + "\n\n"
+            }
+        }
 
         /// An answer; a header name that is not an RFC 9110 token, or CR, LF or NUL in a value, is a
         /// mistake in the test and stops it here with a message naming the header.
@@ -52,6 +102,28 @@ extension MockServer {
         /// Plain text, with `Content-Type: text/plain; charset=utf-8`.
         public static func text(_ text: String, status: Int = 200) -> Response {
             Response(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Data(text.utf8))
+        }
+
+        /// A body written in timed pieces (`Transfer-Encoding: chunked`), for code that reads a stream as it arrives:
+        /// ```swift
+        /// server.stub("GET", path: "/tokens", response: .streamed([.init("Hel"), .init(after: 0.1, "lo\n")]))
+        /// ```
+        /// A client that closes the connection stops the pieces at once (`openConnectionCount` shows it).
+        public static func streamed(_ pieces: [Piece], status: Int = 200, contentType: String = "application/octet-stream") -> Response {
+            var response = Response(status: status, headers: [("Content-Type", contentType), ("Transfer-Encoding", "chunked")])
+            response.pieces = pieces
+            return response
+        }
+
+        /// Server-Sent Events (`text/event-stream`), each written after its delay; the stream then ends.
+        /// ```swift
+        /// server.stub("GET", path: "/events", response: .events([.init(id: "1", data: "hello"), .init(data: "bye", after: 0.5)]))
+        /// ```
+        public static func events(_ events: [Event]) -> Response {
+            let pieces = events.map { Piece(after: $0.delay, $0.text) }
+            var response = streamed(pieces, contentType: "text/event-stream")
+            response.headers.append(("Cache-Control", "no-cache"))
+            return response
         }
 
         /// Whether the body goes out chunked (the test set `Transfer-Encoding: chunked`).

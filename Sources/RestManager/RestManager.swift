@@ -63,6 +63,13 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.timeout = newValue } }
     }
 
+    /// How long a stream may go without a byte arriving before it ends with `.timedOut` (default 60 s). A stream has no
+    /// whole-call deadline unless its request sets `timeoutInterval`.
+    public var idleTimeoutInterval: TimeInterval {
+        get { withState { $0.idleTimeout } }
+        set { withState { $0.idleTimeout = newValue } }
+    }
+
     /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos:
     /// .userInitiated)`).
     ///
@@ -346,6 +353,37 @@ public final class RestManager: @unchecked Sendable {
         var part = MultipartBody.Part(name: fieldName, fileName: fileName ?? fileURL.lastPathComponent, contentType: mimeType, data: Data())
         part.fileURL = fileURL
         withState { $0.files.append(part) }
+    }
+
+    // MARK: - Public API: streaming
+
+    /// Sends `request` (interceptors, authenticator and events apply as for any call) and returns as soon as the
+    /// response head arrives; the body follows as it arrives.
+    /// ```swift
+    /// let (body, _) = try await rest.stream(RestManager.Request(url: URL(string: "logs/tail")!))
+    /// for try await line in body.lines { print(line) }
+    /// ```
+    /// A stream has no whole-call deadline unless the request sets `timeoutInterval`; `idleTimeoutInterval` ends it when
+    /// no byte arrives. Once the head is handed over, the call is not retried. A reader that falls more than
+    /// `ResponseBody.maximumUnreadBytes` behind ends the stream with an error (FoundationNetworking cannot pause a
+    /// connection), after the bytes it had not read.
+    /// - Throws: a transport error or `.timedOut` before the head; `.unacceptableStatusCode(code, body:)` for a non-2xx
+    ///   head (with up to its first 64 KiB of body).
+    public func stream(_ request: Request) async throws -> (ResponseBody, Response) {
+        if Task.isCancelled { throw CustomError.cancelled }
+        let buffer = StreamBuffer()
+        var request = request
+        request.stream = buffer
+        var snapshot = withState { $0 }
+        // No deadline unless asked: a billion seconds is "never".
+        snapshot.timeout = request.timeoutInterval ?? 1e9
+        let handle = perform(request, snapshot: snapshot) { buffer.end(with: $0) }
+        buffer.attach(handle)
+        return try await withTaskCancellationHandler {
+            try await buffer.head()
+        } onCancel: {
+            buffer.cancel()
+        }
     }
 
     // MARK: - Nested types: HttpMethod
@@ -809,6 +847,8 @@ public final class RestManager: @unchecked Sendable {
         var bodyFile: URL?
         /// Where a download goes.
         var destination: URL?
+        /// Where a streamed body goes (`stream(_:)`).
+        var stream: StreamBuffer?
         /// A request with no headers, parameters or body.
         public init(_ method: HttpMethod = .get, url: URL) { (self.method, self.url) = (method, url) }
 
@@ -975,6 +1015,130 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
+    // MARK: - Nested types: ResponseBody
+
+    /// The body of a streamed response (`stream(_:)`): chunks in arrival order. One consumer. Leaving the loop (break,
+    /// throw, or cancelling the task) cancels the network call, as does dropping a body never read.
+    /// ```swift
+    /// for try await chunk in body { file.write(chunk) }
+    /// ```
+    public struct ResponseBody: AsyncSequence, Sendable {
+        /// A chunk of the body, as it arrived.
+        public typealias Element = Data
+        /// The most bytes that may wait for the reader: past it the stream ends with an error
+        /// (`URLError.dataLengthExceedsMaximum`) after the bytes already received.
+        public static let maximumUnreadBytes = 16 << 20
+
+        private let owner: Owner
+
+        init(_ buffer: StreamBuffer) { owner = Owner(buffer) }
+
+        /// The body as lines split at LF, CRLF or CR; each line decoded as UTF-8 once whole (invalid bytes replaced);
+        /// empty lines kept; a last line without a line end is delivered at the end.
+        public var lines: Lines { Lines(body: self) }
+
+        /// Reads the chunks.
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(owner: owner) }
+
+        /// Gives the chunks in order; nil at the end of the body, or throws the error that ended it.
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            private let owner: Owner
+            private let reader: Owner
+
+            init(owner: Owner) {
+                self.owner = owner
+                reader = Owner(owner.buffer)
+            }
+
+            /// The next chunk.
+            public mutating func next() async throws -> Data? {
+                let buffer = owner.buffer
+                return try await withTaskCancellationHandler {
+                    try await buffer.next()
+                } onCancel: {
+                    buffer.cancel()
+                }
+            }
+        }
+
+        /// The body's lines (see `lines`).
+        public struct Lines: AsyncSequence, Sendable {
+            /// A line, without its line end.
+            public typealias Element = String
+            let body: ResponseBody
+
+            /// Reads the lines.
+            public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunks: body.makeAsyncIterator()) }
+
+            /// Gives the lines in order; nil at the end of the body.
+            public struct AsyncIterator: AsyncIteratorProtocol {
+                var chunks: ResponseBody.AsyncIterator
+                var splitter = LineSplitter()
+                var ready: [String] = []
+                var index = 0
+
+                /// The next line.
+                public mutating func next() async throws -> String? {
+                    while index == ready.count {
+                        ready.removeAll(keepingCapacity: true)
+                        index = 0
+                        guard let chunk = try await chunks.next() else {
+                            return splitter.finish()
+                        }
+                        splitter.split(chunk, into: &ready)
+                    }
+                    index += 1
+                    return ready[index - 1]
+                }
+            }
+        }
+
+        /// Cancels the call when the last body value or iterator holding it goes away (a reader that left the loop).
+        final class Owner: Sendable {
+            let buffer: StreamBuffer
+            init(_ buffer: StreamBuffer) { self.buffer = buffer }
+            deinit { buffer.cancel() }
+        }
+    }
+
+    /// Splits bytes into lines at LF, CRLF or CR, across chunks (a CR ending one chunk and an LF starting the next are
+    /// one line end); decodes each whole line once. Linear: each byte is looked at once.
+    struct LineSplitter: Sendable {
+        private var partial: [UInt8] = []
+        /// A CR ended the last line: an LF right after it belongs to that line end.
+        private var afterCR = false
+        private var finished = false
+
+        mutating func split(_ chunk: Data, into lines: inout [String]) {
+            chunk.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+                var start = 0
+                for index in 0..<bytes.count {
+                    let byte = bytes[index]
+                    if afterCR, byte == 10, index == start {
+                        afterCR = false
+                        start = index + 1
+                        continue
+                    }
+                    afterCR = false
+                    guard byte == 10 || byte == 13 else { continue }
+                    partial.append(contentsOf: bytes[start..<index])
+                    lines.append(String(decoding: partial, as: UTF8.self))
+                    partial.removeAll(keepingCapacity: true)
+                    afterCR = byte == 13
+                    start = index + 1
+                }
+                partial.append(contentsOf: bytes[start..<bytes.count])
+            }
+        }
+
+        /// The last line, when the body did not end with a line end (once).
+        mutating func finish() -> String? {
+            guard !finished, !partial.isEmpty else { return nil }
+            finished = true
+            return String(decoding: partial, as: UTF8.self)
+        }
+    }
+
     // MARK: - Request building and encoding
 
     /// What one call sends: the manager's state when the call was made.
@@ -985,6 +1149,7 @@ public final class RestManager: @unchecked Sendable {
         var followsRedirects = true, maximumRedirects = 10, maximumResponseSize: Int? = 100 * 1024 * 1024, deduplicates = false
         var baseURL: URL?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
         var interceptors: [any Interceptor] = []
+        var idleTimeout: TimeInterval = 60
 
         /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to
         /// another host).
@@ -1433,7 +1598,7 @@ public final class RestManager: @unchecked Sendable {
             request = try RequestBuilder.build(value, snapshot: snapshot)
             transfer = Transfer(
                 download: try value.destination.map(DownloadFile.init), bodyFile: value.bodyFile,
-                temporaryFile: temporaryFile, report: report)
+                temporaryFile: temporaryFile, report: report, stream: value.stream)
         } catch {
             if let temporaryFile { try? FileManager.default.removeItem(at: temporaryFile) }
             handle.deliver(Results(withError: CustomError.wrap(error)))
@@ -1443,7 +1608,9 @@ public final class RestManager: @unchecked Sendable {
         let method = value.method
         let interceptors = snapshot.interceptors + value.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
-        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil, value.interceptors.isEmpty else {
+        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil, value.stream == nil,
+            value.interceptors.isEmpty
+        else {
             let exchange = Exchange(
                 request: request, snapshot: snapshot, interceptors: interceptors, transport: transport, transfer: transfer, onFinish: nil)
             if exchange.add(handle) { exchange.start() }
@@ -1670,11 +1837,160 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
+    /// A streamed body between the exchange (the delegate queue appends) and its one reader; the call's completion ends
+    /// it.
+    ///
+    /// Its lifecycle: `waitingForHead` ── a 2xx head (`open`) ──▶ `open` ── the call completes (`end`) ──▶ `ended`
+    /// (the reader gets the chunks left, then the end). A call that completes before a 2xx head (an error, a non-2xx,
+    /// an answer from an interceptor) goes from `waitingForHead` to `ended` and `head()` says why.
+    final class StreamBuffer: @unchecked Sendable {
+        enum State {
+            case waitingForHead
+            case open
+            case ended(Result<Void, Error>)
+        }
+
+        private let lock = Lock()
+        private var state = State.waitingForHead
+        private var headWaiter: CheckedContinuation<(ResponseBody, Response), Error>?
+        /// The head's outcome until `head()` takes it (no body here: it would keep this buffer alive).
+        private var headOutcome: Result<Response, Error>?
+        private var chunks: [Data] = []
+        private var firstChunk = 0
+        private var unreadBytes = 0
+        private var reader: CheckedContinuation<Data?, Error>?
+        private var handle: RequestHandle?
+        private var cancelled = false
+
+        var isOpen: Bool {
+            lock.withLock {
+                if case .open = state { true } else { false }
+            }
+        }
+
+        /// Records the call to cancel; cancels it at once if the reader already left.
+        func attach(_ handle: RequestHandle) {
+            let cancelNow = lock.withLock { () -> Bool in
+                self.handle = handle
+                return cancelled
+            }
+            if cancelNow { handle.cancel() }
+        }
+
+        /// Ends the call (once nobody reads, or the reader's task was cancelled).
+        func cancel() {
+            let handle = lock.withLock { () -> RequestHandle? in
+                cancelled = true
+                return self.handle
+            }
+            handle?.cancel()
+        }
+
+        /// Waits for the head (or the reason there is none).
+        func head() async throws -> (ResponseBody, Response) {
+            try await withCheckedThrowingContinuation { continuation in
+                let outcome = lock.withLock { () -> Result<Response, Error>? in
+                    if headOutcome == nil { headWaiter = continuation }
+                    return headOutcome
+                }
+                if let outcome { continuation.resume(with: outcome.map { (ResponseBody(self), $0) }) }
+            }
+        }
+
+        private func settleHead(_ outcome: Result<Response, Error>) {
+            let waiter = lock.withLock { () -> CheckedContinuation<(ResponseBody, Response), Error>? in
+                headOutcome = outcome
+                defer { headWaiter = nil }
+                return headWaiter
+            }
+            waiter?.resume(with: outcome.map { (ResponseBody(self), $0) })
+        }
+
+        /// A 2xx head arrived: the caller gets the body.
+        func open(_ response: Response) {
+            lock.withLock { state = .open }
+            settleHead(.success(response))
+        }
+
+        /// Queues a chunk for the reader, or hands it over to a waiting one.
+        func append(_ data: Data) throws {
+            let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, Error>? in
+                if let reader {
+                    self.reader = nil
+                    return reader
+                }
+                guard unreadBytes + data.count <= ResponseBody.maximumUnreadBytes else {
+                    let reason = "The stream's reader fell more than \(ResponseBody.maximumUnreadBytes) bytes behind; read faster"
+                    throw CustomError.transport(URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
+                }
+                chunks.append(data)
+                unreadBytes += data.count
+                return nil
+            }
+            waiting?.resume(returning: data)
+        }
+
+        /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
+        func end(with results: Results) {
+            let wasOpen = lock.withLock { () -> Bool in
+                if case .open = state { return true }
+                return false
+            }
+            let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
+            if !wasOpen {
+                if let error = results.error { return finish(.failure(error), head: .failure(error)) }
+                guard results.isSuccess, let response = results.response else {
+                    let body = (results.data ?? Data()).prefix(65_536)
+                    let error = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: Data(body))
+                    return finish(.failure(error), head: .failure(error))
+                }
+                // An answer that did not come from the network (a cache's) is one chunk.
+                if let data = results.data, !data.isEmpty { chunks.append(data) }
+                return finish(ending, head: .success(response))
+            }
+            finish(ending, head: nil)
+        }
+
+        private func finish(_ ending: Result<Void, Error>, head: Result<Response, Error>?) {
+            let waiting = lock.withLock { () -> CheckedContinuation<Data?, Error>? in
+                state = .ended(ending)
+                defer { reader = nil }
+                return chunks.count > firstChunk ? nil : reader
+            }
+            if let head { settleHead(head) }
+            waiting?.resume(with: ending.map { nil })
+        }
+
+        /// The next chunk; nil at the end; throws the error that ended the body.
+        func next() async throws -> Data? {
+            try await withCheckedThrowingContinuation { continuation in
+                let outcome = lock.withLock { () -> Result<Data?, Error>? in
+                    if chunks.count > firstChunk {
+                        let chunk = chunks[firstChunk]
+                        chunks[firstChunk] = Data()
+                        firstChunk += 1
+                        unreadBytes -= chunk.count
+                        if firstChunk > 64, firstChunk * 2 > chunks.count {
+                            chunks.removeFirst(firstChunk)
+                            firstChunk = 0
+                        }
+                        return .success(chunk)
+                    }
+                    if case .ended(let ending) = state { return ending.map { nil } }
+                    reader = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        }
+    }
+
     /// What a call streams: a download's file, an upload's body file (a temporary one is removed with its exchange),
     /// and where progress goes.
     struct Transfer: Sendable {
         var download: DownloadFile?, bodyFile: URL?, temporaryFile: URL?
         var report: (@Sendable (TransferProgress) -> Void)?
+        var stream: StreamBuffer?
     }
 
     /// One call on the wire: its attempts, redirects, deadline, body as it arrives, and the handles waiting for it.
@@ -1731,6 +2047,8 @@ public final class RestManager: @unchecked Sendable {
         private let uploadSize: Int64?
         private var bodyFile: URL?
         private var lastProgress: TransferProgress?
+        /// When the last byte arrived: a stream ends after `idleTimeout` without one.
+        private var lastActivity = DispatchTime.now()
 
         init(
             request: URLRequest, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport, transfer: Transfer,
@@ -1758,6 +2076,10 @@ public final class RestManager: @unchecked Sendable {
             // A billion seconds is "never", and keeps the arithmetic in range.
             guard startTimer(after: min(settings.timeout, 1e9), { [weak self] in self?.deadlinePassed() }) else { return }
             if transfer.report != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
+            if transfer.stream != nil {
+                let check = min(max(settings.idleTimeout / 8, 0.01), 1)
+                startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
+            }
             beginAttempt()
         }
 
@@ -1824,7 +2146,8 @@ public final class RestManager: @unchecked Sendable {
         /// An attempt's outcome goes through the interceptors' `decide` (in a task, only when there are any): retried
         /// after the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
         private func attemptEnded(_ results: Results) {
-            guard !interceptors.isEmpty else { return finish(results) }
+            // A stream whose body the caller has begun to get cannot be sent again.
+            guard !interceptors.isEmpty, transfer.stream?.isOpen != true else { return finish(results) }
             let (sent, number) = lock.withLock { () -> (URLRequest, Int) in
                 if !finished { state = .deciding(attempt: state.attempt) }
                 return (attemptRequest, state.attempt)
@@ -1868,6 +2191,10 @@ public final class RestManager: @unchecked Sendable {
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
         private func deadlinePassed() { fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
+        private func checkIdle() {
+            let idle = lock.withLock { RestManager.seconds(since: lastActivity) }
+            if idle >= settings.idleTimeout { fail(CustomError.timedOut(firstURL, after: settings.idleTimeout)) }
+        }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
         func remove(_ handle: RequestHandle) {
             let resources: Resources? = lock.withLock {
@@ -1923,8 +2250,15 @@ public final class RestManager: @unchecked Sendable {
 
         func received(response: URLResponse, from task: URLSessionDataTask) {
             do {
+                var opened: HTTPURLResponse?
                 let restart = try lock.withLock { () throws -> URLRequest? in
                     guard task === self.task, !finished else { return nil }
+                    lastActivity = .now()
+                    if transfer.stream != nil {
+                        // A 2xx head opens the stream; another answer is decided on whole, as any call's.
+                        opened = (response as? HTTPURLResponse).flatMap { (200..<300).contains($0.statusCode) ? $0 : nil }
+                        return nil
+                    }
                     if let download = transfer.download, let http = response as? HTTPURLResponse {
                         switch try download.begin(http) {
                         case .writing, .inMemory: return nil
@@ -1944,6 +2278,7 @@ public final class RestManager: @unchecked Sendable {
                     cancelLater(task)
                     send(restart)
                 }
+                if let opened { transfer.stream?.open(Response(fromURLResponse: opened)) }
             } catch { fail(error) }
         }
 
@@ -1951,6 +2286,12 @@ public final class RestManager: @unchecked Sendable {
             do {
                 try lock.withLock {
                     guard task === self.task, !finished else { return }
+                    lastActivity = .now()
+                    if let stream = transfer.stream {
+                        // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
+                        guard stream.isOpen else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
+                        return try stream.append(data)
+                    }
                     if let download = transfer.download {
                         // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
                         guard download.isWriting else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
@@ -2092,7 +2433,14 @@ public final class RestManager: @unchecked Sendable {
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
             resources.timers.forEach { $0.cancel() }
-            if let task = resources.task { cancelLater(task) }
+            guard let task = resources.task else { return }
+            // An open stream has no redirect to decide; cancelling from the delegate queue would block it while libcurl
+            // goes on reading, piling chunks up behind it (a whole fast body).
+            if transfer.stream?.isOpen == true {
+                DispatchQueue.global().async { task.cancel() }
+            } else {
+                cancelLater(task)
+            }
         }
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's

@@ -1,7 +1,7 @@
 // restbench: RestManager against raw URLSession and the tutorial's design, measured in one run,
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
-//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache]
+//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache] [--streaming]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -37,11 +37,11 @@ let svgPath: String? = {
     guard let index = list.firstIndex(of: "--svg") else { return nil }
     return index + 1 < list.count ? list[index + 1] : ""
 }()
-let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers", "--cache"] + (svgPath.map { [$0] } ?? []))
+let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming"] + (svgPath.map { [$0] } ?? []))
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache] [--streaming])\n"
                 .utf8))
     exit(64)
 }
@@ -211,6 +211,29 @@ func cacheLine(_ row: Row) -> String {
         row.scenario, row.client, row.requestsPerSecond, row.ratioToRaw ?? 0, (row.extra?["bodyBytesReceived"] ?? 0) / 1_048_576,
         row.failures > 0 ? ", \(row.failures) failed" : "")
 }
+// --streaming: only the streaming rows.
+func streamingLine(_ row: Row) -> String {
+    if row.ratioToRaw == nil {
+        return String(
+            format: "%@, %@: p50 %.0f µs, p99 %.0f µs%@", row.scenario, row.client, row.p50Microseconds, row.p99Microseconds,
+            row.failures > 0 ? ", \(row.failures) lines missing" : "")
+    }
+    let bytes = row.scenario.contains("MiB")
+    return String(
+        format: "%@, %@: %.0f %@ per second (%.2f× the raw delegate)%@", row.scenario, row.client,
+        bytes ? row.requestsPerSecond / 1_048_576 : row.requestsPerSecond, bytes ? "MiB" : "events", row.ratioToRaw ?? 0,
+        row.failures > 0 ? ", \(row.failures) runs incomplete" : "")
+}
+func streamingRows() -> [Row] {
+    StreamingBench.run(base: base, events: quick ? 10_000 : 100_000, bytes: quick ? 128 << 20 : 1 << 30, rounds: quick ? 3 : 5)
+}
+if arguments.contains("--streaming") {
+    for row in streamingRows() { print(streamingLine(row)) }
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
+}
+
 if arguments.contains("--cache") {
     for row in CacheBench.run(base: base, count: quick ? 100 : 1000) { print(cacheLine(row)) }
     childInput.fileHandleForWriting.closeFile()
@@ -334,6 +357,12 @@ rows += transferRows
 progress("the response cache…")
 let cacheRows = CacheBench.run(base: base, count: quick ? 100 : 1000)
 rows += cacheRows
+
+// MARK: - Streaming
+
+progress("streaming…")
+let streamRows = streamingRows()
+rows += streamRows
 
 // MARK: - Ten thousand requests at once
 
@@ -562,6 +591,7 @@ if json {
                 row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0))
     }
     for row in cacheRows { print(cacheLine(row)) }
+    for row in streamRows { print(streamingLine(row)) }
     for row in burstRows {
         let extra = row.extra ?? [:]
         print(

@@ -63,6 +63,14 @@ enum Commands {
                 "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr"
         ),
         CommandSpec(
+            name: "stream", summary: "Print a response body line by line as it arrives, until it ends or Ctrl-C",
+            usage: "restdemo stream URL|/PATH", positionals: ["URL"], valueOptions: [], flags: [],
+            details: "  --timeout SECONDS  how long the stream may go quiet (default 60; no limit on the whole stream)"),
+        CommandSpec(
+            name: "events", summary: "Print Server-Sent Events, one per line (type, ID, data), reconnecting as needed",
+            usage: "restdemo events URL|/PATH", positionals: ["URL"], valueOptions: [], flags: [],
+            details: "  --timeout SECONDS  how long the stream may go quiet before reconnecting (default 60)"),
+        CommandSpec(
             name: "completion", summary: "Print a shell completion script (bash, zsh or fish)",
             usage: "restdemo completion SHELL", positionals: ["SHELL"], valueOptions: [], flags: [], details: ""),
         CommandSpec(
@@ -93,6 +101,8 @@ enum Commands {
         "tour": "restdemo --offline tour",
         "download": "restdemo --offline download /_test/files/104857600 -o ~/big.bin",
         "upload": "restdemo upload photo.jpg https://example.com/upload --method PUT --content-type image/jpeg",
+        "stream": "restdemo --offline stream /_test/stream",
+        "events": "restdemo --offline events /_test/events",
         "serve": "restdemo serve --port 8080 --stubs fixtures.json",
         "completion": "restdemo completion bash > ~/.local/share/bash-completion/completions/restdemo"
     ]
@@ -149,6 +159,8 @@ enum Commands {
         case "avatar": try await client.avatar(invocation)
         case "download": try await client.download(invocation)
         case "upload": try await client.upload(invocation)
+        case "stream": try await client.stream(invocation)
+        case "events": try await client.events(invocation)
         default: try await client.tour()
         }
     }

@@ -67,7 +67,7 @@ extension Client {
     }
 
     /// An absolute http(s) URL, or a path starting with "/" on the API's base URL (the mock's with --offline).
-    private func absoluteURL(_ text: String?, command: String) throws -> URL {
+    func absoluteURL(_ text: String?, command: String) throws -> URL {
         if let text, text.hasPrefix("/"), let url = URL(string: base.absoluteString.trimmingCharacters(in: ["/"]) + text) { return url }
         guard let text, let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
             throw UsageError(message: "URL must be an absolute http(s) URL or a /path, not '\(text ?? "")'", command: command)
@@ -76,7 +76,7 @@ extension Client {
     }
 
     /// The exit code and one line for a failed transfer; `fileCode` for a file that cannot be used (74 to write, 66 to read).
-    private static func exit(for error: RestManager.CustomError, what: String, fileCode: Int32) -> Exit {
+    static func exit(for error: RestManager.CustomError, what: String, fileCode: Int32) -> Exit {
         switch error {
         case .unacceptableStatusCode(let code, _): return Exit(code: Exit.httpError, message: "\(what): HTTP \(code)")
         case let .fileAccessFailed(file, reason):

@@ -1,0 +1,212 @@
+//  RestManager+ServerSentEvents.swift — an add-on: Server-Sent Events (WHATWG HTML §9.2) on `stream(_:)`. Copy it
+//  beside RestManager.swift when you need it; it uses only the core's public API.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension RestManager {
+    // MARK: - Public API
+
+    /// Server-Sent Events from `request` (GET, `Accept: text/event-stream` added), reconnecting as the WHATWG
+    /// EventSource rules say, until the task is cancelled or the server ends the stream.
+    /// ```swift
+    /// for try await event in rest.events(for: RestManager.Request(url: URL(string: "chat/stream")!)) {
+    ///     print(event.event, event.data)
+    /// }
+    /// ```
+    /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or
+    /// the stream's `retry`) and reconnects, sending `Last-Event-ID` once an ID was seen, and reports a `.retrying`
+    /// event to `eventHandler`. A 204 ends the sequence; a non-2xx status, a `Content-Type` other than
+    /// `text/event-stream` or a TLS failure ends it with an error. Cancelling the task ends it (returns nil).
+    public func events(for request: Request) -> ServerSentEvents { ServerSentEvents(manager: self, request: request) }
+
+    /// One event, as dispatched by the stream.
+    public struct ServerSentEvent: Sendable, Equatable {
+        /// The last event ID in force when it was dispatched.
+        public var id: String?
+        /// "message" unless the stream named another type.
+        public var event: String
+        /// The data lines, joined with "\n".
+        public var data: String
+        /// A reconnection time (ms) the stream set with this event, if any.
+        public var retry: Int?
+        /// An event.
+        public init(id: String? = nil, event: String = "message", data: String, retry: Int? = nil) {
+            self.id = id
+            self.event = event
+            self.data = data
+            self.retry = retry
+        }
+    }
+
+    /// The events of one `events(for:)` call: an AsyncSequence of `ServerSentEvent`, one consumer.
+    public struct ServerSentEvents: AsyncSequence, Sendable {
+        /// An event.
+        public typealias Element = ServerSentEvent
+        let manager: RestManager
+        let request: Request
+
+        /// Connects when first asked for an event.
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(manager: manager, request: request) }
+
+        /// Gives the events in order, reconnecting as needed; nil once the stream ended or the task was cancelled.
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            let manager: RestManager
+            let request: Request
+            private var parser = EventStreamParser()
+            private var lines: ResponseBody.Lines.AsyncIterator?
+            private var connections = 0
+            private var ended = false
+
+            init(manager: RestManager, request: Request) {
+                self.manager = manager
+                self.request = request
+            }
+
+            /// The next event.
+            public mutating func next() async throws -> ServerSentEvent? {
+                while !ended {
+                    do {
+                        if lines == nil { try await connect() }
+                        guard var current = lines else { continue }
+                        let line = try await current.next()
+                        lines = current
+                        guard let line else {
+                            try await reconnect(because: "the event stream ended")
+                            continue
+                        }
+                        if let event = parser.take(line) { return event }
+                    } catch {
+                        try await recover(from: error)
+                    }
+                }
+                return nil
+            }
+
+            /// Opens a connection (after the first, with the last event ID) and checks its head.
+            private mutating func connect() async throws {
+                var request = self.request
+                request.method = .get
+                request.headers.add(value: "text/event-stream", forKey: "Accept")
+                if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }
+                connections += 1
+                let (body, response) = try await manager.stream(request)
+                if response.httpStatusCode == 204 {
+                    ended = true
+                    return
+                }
+                let contentType = response.headers.value(forKey: "Content-Type") ?? "none"
+                let media = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+                guard media == "text/event-stream" else {
+                    let reason = "The answer is not an event stream: its Content-Type is '\(contentType)', not text/event-stream"
+                    throw CustomError.transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: reason]))
+                }
+                parser.startStream()
+                lines = body.lines.makeAsyncIterator()
+            }
+
+            /// Ends quietly when cancelled; reconnects after a network error or a timeout; fails on anything else.
+            private mutating func recover(from error: Error) async throws {
+                lines = nil
+                if Task.isCancelled {
+                    ended = true
+                    return
+                }
+                let failure = error as? CustomError
+                switch failure {
+                case .transport(let urlError)?
+                where ![.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse].contains(urlError.code):
+                    try await reconnect(because: "network error \(urlError.code.rawValue)")
+                case .timedOut?:
+                    try await reconnect(because: failure?.localizedDescription ?? "timed out")
+                default:
+                    ended = true
+                    throw error
+                }
+            }
+
+            /// Waits the reconnection time (a cancelled wait ends the sequence), reporting it as a `.retrying` event.
+            private mutating func reconnect(because reason: String) async throws {
+                lines = nil
+                parser.endStream()
+                let delay = Double(parser.reconnectionTime) / 1000
+                let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
+                let named = URLRequest(url: URL(string: request.url.relativeString, relativeTo: manager.baseURL) ?? request.url)
+                manager.eventHandler?(.retrying(named, attempt: connections, delay: delay, reason: reason + resumed))
+                do {
+                    try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                } catch {
+                    ended = true
+                }
+            }
+        }
+    }
+
+    // MARK: - Parsing
+
+    /// Interprets an event stream's lines as WHATWG HTML §9.2.6 says; each line is looked at once (linear time).
+    struct EventStreamParser: Sendable {
+        /// The last event ID: set when an event is dispatched (even one without data), from the `id` fields before
+        /// it; kept across events and connections.
+        private(set) var lastEventID: String?
+        private var idBuffer: String?
+        /// Milliseconds to wait before reconnecting (`retry` changes it).
+        private(set) var reconnectionTime = 3000
+        private var data = ""
+        private var hasData = false
+        private var type = ""
+        private var retry: Int?
+        private var atStart = true
+
+        /// A new connection: its first line may start with a byte order mark.
+        mutating func startStream() { atStart = true }
+
+        /// The connection ended: an event without its blank line is discarded.
+        mutating func endStream() {
+            idBuffer = lastEventID
+            data = ""
+            hasData = false
+            type = ""
+            retry = nil
+        }
+
+        /// Takes one line; returns the event it dispatches, if any.
+        mutating func take(_ line: String) -> ServerSentEvent? {
+            var line = Substring(line)
+            if atStart, line.first == "\u{FEFF}" { line = line.dropFirst() }
+            atStart = false
+            guard !line.isEmpty else { return dispatch() }
+            if line.first == ":" { return nil }
+            let colon = line.firstIndex(of: ":")
+            let field = colon.map { line[..<$0] } ?? line
+            var value = colon.map { line[line.index(after: $0)...] } ?? ""
+            if value.first == " " { value = value.dropFirst() }
+            switch field {
+            case "event": type = String(value)
+            case "data":
+                if hasData { data += "\n" }
+                data += value
+                hasData = true
+            case "id" where !value.contains("\u{0}"): idBuffer = String(value)
+            case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):
+                if let milliseconds = Int(value) {
+                    reconnectionTime = milliseconds
+                    retry = milliseconds
+                }
+            default: break
+            }
+            return nil
+        }
+
+        /// A blank line: the event so far, unless it has no data (then it is dropped).
+        private mutating func dispatch() -> ServerSentEvent? {
+            lastEventID = idBuffer
+            defer { endStream() }
+            guard hasData else { return nil }
+            let id = lastEventID.flatMap { $0.isEmpty ? nil : $0 }
+            return ServerSentEvent(id: id, event: type.isEmpty ? "message" : type, data: data, retry: retry)
+        }
+    }
+}

@@ -1,0 +1,63 @@
+// `stream` and `events`: a body printed as it arrives, until it ends or Ctrl-C.
+
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import RestManager
+
+extension Client {
+    /// Prints each line of the body as it arrives.
+    func stream(_ invocation: Invocation) async throws {
+        let url = try absoluteURL(invocation.positionals.first, command: "stream")
+        let rest = prepareForStreaming()
+        try await untilInterrupted(url) {
+            let (body, _) = try await rest.stream(RestManager.Request(url: url))
+            for try await line in body.lines { Output.line(line) }
+        }
+    }
+
+    /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n).
+    func events(_ invocation: Invocation) async throws {
+        let url = try absoluteURL(invocation.positionals.first, command: "events")
+        let rest = prepareForStreaming()
+        try await untilInterrupted(url) {
+            for try await event in rest.events(for: RestManager.Request(url: url)) {
+                let data = event.data.replacingOccurrences(of: "\n", with: "\\n")
+                Output.line("\(event.event)\t\(event.id ?? "-")\t\(data)")
+            }
+        }
+    }
+
+    /// The API key only; `--timeout` is how long the stream may go quiet.
+    private func prepareForStreaming() -> RestManager {
+        rest.clearParameters()
+        rest.requestHttpHeaders = RestManager.RestEntity()
+        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
+        return rest
+    }
+
+    /// Runs `body` until it ends; Ctrl-C cancels it (the connection closes) and exits with 130, as shells expect.
+    private func untilInterrupted(_ url: URL, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        let reading = Task { try await body() }
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler { reading.cancel() }
+        interrupt.resume()
+        defer { interrupt.cancel() }
+        do {
+            try await reading.value
+        } catch let error as RestManager.CustomError {
+            guard !reading.isCancelled else { throw Exit(code: 130, message: nil) }
+            throw Self.exit(for: error, what: url.absoluteString, fileCode: Exit.noInput)
+        }
+        if reading.isCancelled { throw Exit(code: 130, message: nil) }
+    }
+}

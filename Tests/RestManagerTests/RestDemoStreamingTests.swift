@@ -1,0 +1,71 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import MockServer
+import XCTest
+@testable import RestManager
+
+/// `restdemo stream` and `restdemo events`: lines and events printed as they arrive; Ctrl-C ends them cleanly.
+final class RestDemoStreamingTests: MockServerTestCase {
+    func testStreamPrintsEachLineOfTheBody() throws {
+        let run = try restdemo(["stream", "/_test/stream?count=4&interval=0.01"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout, "The\nquick\nbrown\nfox\n")
+    }
+
+    func testEventsPrintsOneLinePerEventAndEndsAtThe204() throws {
+        let run = try restdemo(["events", "/_test/events?count=3&interval=0.01"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout, "message\t1\tThe\nmessage\t2\tquick\nmessage\t3\tbrown\ndone\t3\t[DONE]\n")
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID") }, [nil, "3"])
+    }
+
+    func testEventsShowsLineBreaksInDataAsBackslashN() throws {
+        server.enqueue(.events([.init(id: "a", event: "note", data: "two\nlines", retry: 10)]))
+        server.enqueue(MockServer.Response(status: 204))
+        let run = try restdemo(["events", "/multi"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout, "note\ta\ttwo\\nlines\n")
+    }
+
+    func testANon2xxAnswerIsOneLineOnStderrAndExit1() throws {
+        let run = try restdemo(["stream", "/_test/status/503"])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(run.stdout, "")
+        XCTAssertTrue(run.stderr.hasSuffix("/_test/status/503: HTTP 503\n"), run.stderr)
+        XCTAssertEqual(run.stderr.filter { $0 == "\n" }.count, 1, run.stderr)
+    }
+
+    func testAMissingURLIsAUsageError() throws {
+        let run = try restdemo(["events"])
+        XCTAssertEqual(run.status, 64)
+        XCTAssertEqual(run.stderr, "restdemo: missing URL (see 'restdemo events --help')\n")
+    }
+
+    func testCtrlCEndsAStreamWithStatus130AndClosesTheConnection() throws {
+        server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 120)]))
+        let binary = try XCTUnwrap(Self.restdemoBinary)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-sigint-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let out = folder.appendingPathComponent("out").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let child = try ChildProcess(
+            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", "/live"],
+            environment: environment, stdoutPath: out, stderrPath: folder.appendingPathComponent("err").path)
+        // The first event printed: the stream is open and waiting.
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while ChildProcess.readFile(out).isEmpty, Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(ChildProcess.readFile(out), "message\t-\tfirst\n")
+        XCTAssertEqual(server.openConnectionCount, 1)
+        child.interrupt()
+        let outcome = child.waitForExit()
+        XCTAssertEqual(outcome.signal, 0)
+        XCTAssertEqual(outcome.status, 130)
+        XCTAssertEqual(ChildProcess.readFile(folder.appendingPathComponent("err").path), "")
+        while server.openConnectionCount > 0, Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(server.openConnectionCount, 0)
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import MockServer
+import XCTest
+@testable import RestManager
+
+/// `events(for:)`: WHATWG HTML §9.2.6 parsing and §9.2.4 reconnection, against the mock's event streams.
+final class ServerSentEventsTests: MockServerTestCase {
+    typealias Event = RestManager.ServerSentEvent
+
+    /// Every parsing rule at once: BOM, comments, one optional space, multi-line data, CR/LF/CRLF, a type for one event
+    /// only, IDs that persist (one with NUL ignored), retry, unknown fields, events without data, an unterminated end.
+    static let stream =
+        "\u{FEFF}: comment\nretry: 10\nid: 1\nevent: greeting\ndata: hello\ndata:  world\n\ndata:no space\r\n\r\n"
+        + "id: 2\r\ndata: é\rdata\r\r: only a comment\n\nid: bad\u{0}id\nevent: no-data\n\nfield: unknown\nretry: 1x\n"
+        + "data: last\n\ndata: unterminated"
+    static let expected = [
+        Event(id: "1", event: "greeting", data: "hello\n world", retry: 10),
+        Event(id: "1", data: "no space"),
+        Event(id: "2", data: "é\n"),
+        Event(id: "2", data: "last")
+    ]
+
+    private func request(_ path: String) -> RestManager.Request { RestManager.Request(url: url(path)) }
+
+    private func parse(_ lines: [String]) -> [Event] {
+        var parser = RestManager.EventStreamParser()
+        parser.startStream()
+        return lines.compactMap { parser.take($0) }
+    }
+
+    func testTheParserFollowsEachRule() {
+        XCTAssertEqual(parse(["data: a", "data: b", ""]), [Event(data: "a\nb")])
+        XCTAssertEqual(parse(["\u{FEFF}data: bom", ""]), [Event(data: "bom")])
+        XCTAssertEqual(parse(["data:  two", ""]), [Event(data: " two")])
+        XCTAssertEqual(parse(["data", ""]), [Event(data: "")])
+        XCTAssertEqual(parse([": comment", ""]), [])
+        XCTAssertEqual(parse(["event: add", "data: 1", "", "data: 2", ""]), [Event(event: "add", data: "1"), Event(data: "2")])
+        XCTAssertEqual(parse(["id: 7", "data: a", "", "data: b", ""]), [Event(id: "7", data: "a"), Event(id: "7", data: "b")])
+        XCTAssertEqual(parse(["id: 7", "data: a", "", "id", "data: b", ""]), [Event(id: "7", data: "a"), Event(data: "b")])
+        XCTAssertEqual(parse(["id: 1\u{0}", "data: a", ""]), [Event(data: "a")])
+        XCTAssertEqual(parse(["retry: 250", "data: a", "", "data: b", ""]), [Event(data: "a", retry: 250), Event(data: "b")])
+        XCTAssertEqual(parse(["retry: -1", "retry: 1.5", "retry:", "data: a", ""]), [Event(data: "a")])
+        XCTAssertEqual(parse(["Data: a", "", "data : b", ""]), [])
+        XCTAssertEqual(parse(["event: x", "", "data: a", ""]), [Event(data: "a")])
+    }
+
+    func testAnIDTakesEffectWhenItsBlockEndsAndAnUnterminatedBlockIsDropped() {
+        var parser = RestManager.EventStreamParser()
+        parser.startStream()
+        XCTAssertNil(parser.take("id: 5"))
+        XCTAssertNil(parser.lastEventID)
+        XCTAssertNil(parser.take(""))
+        XCTAssertEqual(parser.lastEventID, "5")
+        XCTAssertNil(parser.take("id: 6"))
+        XCTAssertNil(parser.take("data: cut off"))
+        parser.endStream()
+        XCTAssertEqual(parser.lastEventID, "5")
+        XCTAssertEqual(parser.take(""), nil)
+        XCTAssertEqual(parser.lastEventID, "5")
+    }
+
+    func testAnEventStreamSplitAtEveryByteParsesTheSame() async throws {
+        let bytes = Array(Self.stream.utf8)
+        for split in 1..<bytes.count {
+            server.removeAllStubs()
+            let pieces = [MockServer.Response.Piece(Data(bytes[..<split])), .init(after: 0.005, Data(bytes[split...]))]
+            var answer = MockServer.Response.streamed(pieces, contentType: "text/event-stream; charset=utf-8")
+            answer.headers.append(("Cache-Control", "no-cache"))
+            server.stub("GET", path: "/events", response: answer)
+            var events: [Event] = []
+            for try await event in rest.events(for: request("/events")) {
+                events.append(event)
+                if events.count == Self.expected.count { break }
+            }
+            XCTAssertEqual(events, Self.expected, "split at \(split)")
+        }
+    }
+
+    func testItReconnectsWithLastEventIDAndEndsAtA204() async throws {
+        let retries = ResultBox<String>()
+        rest.eventHandler = { event in
+            if case .retrying = event { retries.set(event.description) }
+        }
+        server.stub("GET", path: "/feed") { request in
+            switch request.header("Last-Event-ID") {
+            case nil: .events([.init(id: "1", data: "one", retry: 20), .init(id: "2", data: "two")])
+            case "2": .events([.init(id: "3", data: "three")])
+            default: MockServer.Response(status: 204)
+            }
+        }
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/feed")) { events.append(event) }
+        XCTAssertEqual(
+            events, [Event(id: "1", data: "one", retry: 20), Event(id: "2", data: "two"), Event(id: "3", data: "three")])
+        let sent = server.receivedRequests
+        XCTAssertEqual(sent.map { $0.header("Last-Event-ID") }, [nil, "2", "3"])
+        XCTAssertEqual(sent.map { $0.header("Accept") }, Array(repeating: "text/event-stream", count: 3))
+        XCTAssertEqual(sent.map(\.method), ["GET", "GET", "GET"])
+        XCTAssertEqual(retries.count, 2)
+        XCTAssertTrue(retries.value?.contains("the event stream ended, resuming after event ID 2") == true, retries.value ?? "")
+        XCTAssertTrue(retries.value?.contains("in 0.02 s") == true, retries.value ?? "")
+    }
+
+    func testAFirstAnswerOf204IsAnEmptySequence() async throws {
+        server.stub("GET", path: "/nothing", response: MockServer.Response(status: 204))
+        var count = 0
+        for try await _ in rest.events(for: request("/nothing")) { count += 1 }
+        XCTAssertEqual(count, 0)
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testANon2xxStatusEndsTheSequenceWithItsError() async throws {
+        server.stub("GET", path: "/down", response: .text("maintenance", status: 503))
+        do {
+            for try await _ in rest.events(for: request("/down")) {}
+            XCTFail("a 503 must end the sequence with an error")
+        } catch RestManager.CustomError.unacceptableStatusCode(let status, let body) {
+            XCTAssertEqual(status, 503)
+            XCTAssertEqual(body, Data("maintenance".utf8))
+        }
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testAnotherContentTypeEndsTheSequenceWithAnError() async throws {
+        server.stub("GET", path: "/html", response: .text("data: looks like an event\n\n"))
+        do {
+            for try await _ in rest.events(for: request("/html")) {}
+            XCTFail("text/plain must end the sequence with an error")
+        } catch RestManager.CustomError.transport(let error) {
+            XCTAssertEqual(error.code, .cannotParseResponse)
+            XCTAssertTrue(error.localizedDescription.contains("'text/plain; charset=utf-8'"), error.localizedDescription)
+        }
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    func testANetworkErrorIsFollowedByAReconnection() async throws {
+        // A body cut short: the connection closes halfway through an event.
+        var broken = MockServer.Response(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data("id: 9\ndata: lost\n\n".utf8))
+        broken.fault = .closeMidBody
+        server.enqueue(MockServer.Response.events([.init(id: "1", data: "before", retry: 10)]))
+        server.enqueue(broken)
+        server.enqueue(MockServer.Response.events([.init(id: "2", data: "after")]))
+        server.enqueue(MockServer.Response(status: 204))
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/flaky")) { events.append(event) }
+        XCTAssertEqual(events.map(\.data), ["before", "after"])
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID") }, [nil, "1", "1", "2"])
+    }
+
+    func testCancellingTheTaskEndsTheSequenceAndClosesTheConnection() async throws {
+        server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 60)]))
+        let rest = self.rest!
+        let live = request("/live")
+        let first = ResultBox<Event>()
+        let reader = Task { () -> Int in
+            var count = 0
+            for try await event in rest.events(for: live) {
+                first.set(event)
+                count += 1
+            }
+            return count
+        }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while first.count == 0, Date() < deadline { usleep(5_000) }
+        XCTAssertEqual(first.value?.data, "first")
+        reader.cancel()
+        let count = try await reader.value
+        XCTAssertEqual(count, 1)
+        while server.openConnectionCount > 0, Date() < deadline.addingTimeInterval(10) { usleep(5_000) }
+        XCTAssertEqual(server.openConnectionCount, 0)
+    }
+
+    func testParsingIsLinearInTheSizeOfAnEvent() {
+        func parseTime(megabytes: Int) -> TimeInterval {
+            let text = "data: " + String(repeating: "x", count: megabytes << 20) + "\n\n"
+            let bytes = Data(text.utf8)
+            var best = TimeInterval.infinity
+            for _ in 0..<3 {
+                let started = Date()
+                var splitter = RestManager.LineSplitter()
+                var parser = RestManager.EventStreamParser()
+                var lines: [String] = []
+                var events = 0
+                for start in stride(from: 0, to: bytes.count, by: 16_384) {
+                    splitter.split(bytes[start..<min(bytes.count, start + 16_384)], into: &lines)
+                    for line in lines where parser.take(line) != nil { events += 1 }
+                    lines.removeAll(keepingCapacity: true)
+                }
+                XCTAssertEqual(events, 1)
+                best = min(best, Date().timeIntervalSince(started))
+            }
+            return best
+        }
+        let small = parseTime(megabytes: 1)
+        let large = parseTime(megabytes: 10)
+        XCTAssertLessThanOrEqual(large, 12 * small + 0.05, "1 MiB: \(small) s, 10 MiB: \(large) s")
+    }
+}

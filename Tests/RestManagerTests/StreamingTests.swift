@@ -1,0 +1,313 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HeapStatistics
+import MockServer
+import XCTest
+@testable import RestManager
+
+/// `stream(_:)`: the head first, the body as it arrives, bounded memory, cancellation and timeouts, on real sockets.
+final class StreamingTests: MockServerTestCase {
+    private func request(_ path: String) -> RestManager.Request { RestManager.Request(url: url(path)) }
+
+    /// Waits (up to `seconds`) until `condition` holds.
+    private func eventually(_ seconds: TimeInterval = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
+    func testTheHeadIsReturnedBeforeTheBodyIsWritten() async throws {
+        server.stub("GET", path: "/slow", response: .streamed([.init(after: 60, "late")], contentType: "text/plain"))
+        let started = Date()
+        let (body, response) = try await rest.stream(request("/slow"))
+        // The body comes 60 s after the head: returning at all before then shows the head was not held back.
+        XCTAssertLessThan(Date().timeIntervalSince(started), 30)
+        XCTAssertEqual(response.httpStatusCode, 200)
+        XCTAssertEqual(response.headers.value(forKey: "Content-Type"), "text/plain")
+        _ = body
+    }
+
+    func testEachChunkReachesTheReaderBeforeTheNextIsWritten() async throws {
+        server.stub("GET", path: "/tokens", response: .streamed([.init("Hel"), .init(after: 60, "lo")]))
+        let (body, _) = try await rest.stream(request("/tokens"))
+        var iterator = body.makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first.map { String(decoding: $0, as: UTF8.self) }, "Hel")
+    }
+
+    func testTheChunksMakeTheWholeBodyInOrder() async throws {
+        let pieces = (0..<20).map { MockServer.Response.Piece(after: 0.01, "piece \($0);") }
+        server.stub("GET", path: "/feed", response: .streamed(pieces))
+        let (body, _) = try await rest.stream(request("/feed"))
+        var received = Data()
+        for try await chunk in body { received.append(chunk) }
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), (0..<20).map { "piece \($0);" }.joined())
+    }
+
+    func testLinesAreSplitAtLFCRLFAndCRWithEmptyLinesKeptAndTheLastLineDelivered() async throws {
+        let text = "one\ntwo\r\nthree\rfour\r\r\n\nfünf"
+        let bytes = Array(text.utf8)
+        // The same stream split at every byte offset, each piece written after a pause so that it arrives alone.
+        for split in 1..<bytes.count {
+            server.removeAllStubs()
+            let pieces = [MockServer.Response.Piece(Data(bytes[..<split])), .init(after: 0.005, Data(bytes[split...]))]
+            server.stub("GET", path: "/lines", response: .streamed(pieces))
+            let (body, _) = try await rest.stream(request("/lines"))
+            var lines: [String] = []
+            for try await line in body.lines { lines.append(line) }
+            XCTAssertEqual(lines, ["one", "two", "three", "four", "", "", "fünf"], "split at \(split)")
+        }
+    }
+
+    func testTheSplitterHandlesEveryThreeWaySplitOfCRLFAndMultiByteUTF8() {
+        let bytes = Array("a\r\n\r\rb\n€x\r".utf8) + [0xFF] + Array("\ry".utf8)
+        for first in 0...bytes.count {
+            for second in first...bytes.count {
+                var splitter = RestManager.LineSplitter()
+                var lines: [String] = []
+                for piece in [bytes[..<first], bytes[first..<second], bytes[second...]] {
+                    splitter.split(Data(piece), into: &lines)
+                }
+                if let last = splitter.finish() { lines.append(last) }
+                XCTAssertEqual(lines, ["a", "", "", "b", "€x", "\u{FFFD}", "y"], "split at \(first), \(second)")
+            }
+        }
+    }
+
+    func testAOneMebibyteLineArrivesWhole() async throws {
+        let line = String(repeating: "x", count: 1 << 20)
+        let pieces = stride(from: 0, to: line.utf8.count, by: 16_384).map { start in
+            MockServer.Response.Piece(Data(Array(line.utf8)[start..<min(line.utf8.count, start + 16_384)]))
+        }
+        server.stub("GET", path: "/long", response: .streamed(pieces + [.init("\nend")]))
+        let (body, _) = try await rest.stream(request("/long"))
+        var lines: [String] = []
+        for try await line in body.lines { lines.append(line) }
+        XCTAssertEqual(lines.map(\.utf8.count), [1 << 20, 3])
+        XCTAssertEqual(lines.last, "end")
+    }
+
+    func testANon2xxHeadThrowsWithItsBody() async throws {
+        server.stub("GET", path: "/missing", response: .text("no such feed", status: 404))
+        do {
+            _ = try await rest.stream(request("/missing"))
+            XCTFail("a 404 must throw")
+        } catch RestManager.CustomError.unacceptableStatusCode(let status, let body) {
+            XCTAssertEqual(status, 404)
+            XCTAssertEqual(String(decoding: body, as: UTF8.self), "no such feed")
+        }
+    }
+
+    func testAnErrorBodyIsKeptToItsFirst64KiB() async throws {
+        server.stub("GET", path: "/huge-error", response: .text(String(repeating: "e", count: 200_000), status: 500))
+        do {
+            _ = try await rest.stream(request("/huge-error"))
+            XCTFail("a 500 must throw")
+        } catch RestManager.CustomError.unacceptableStatusCode(let status, let body) {
+            XCTAssertEqual(status, 500)
+            XCTAssertEqual(body.count, 65_536)
+        }
+    }
+
+    func testAConnectionRefusedThrowsATransportError() async throws {
+        let closed = url("/x")
+        server.stop()
+        do {
+            _ = try await rest.stream(RestManager.Request(url: closed))
+            XCTFail("a refused connection must throw")
+        } catch RestManager.CustomError.transport(let error) {
+            XCTAssertEqual(error.code, .cannotConnectToHost)
+        }
+    }
+
+    func testLeavingTheLoopClosesTheConnectionAndCompletesOnce() async throws {
+        let finished = ResultBox<String>()
+        rest.eventHandler = { event in
+            if case .finished = event { finished.set(event.description) }
+        }
+        let pieces = (0..<600).map { MockServer.Response.Piece(after: 0.1, "tick \($0)\n") }
+        server.stub("GET", path: "/ticks", response: .streamed(pieces))
+        let (body, _) = try await rest.stream(request("/ticks"))
+        for try await line in body.lines {
+            XCTAssertEqual(line, "tick 0")
+            break
+        }
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 }, "the server still sees the connection")
+        XCTAssertTrue(eventually { finished.count == 1 })
+        usleep(200_000)
+        XCTAssertEqual(finished.count, 1)
+        XCTAssertTrue(finished.value?.hasPrefix("finished GET ") == true, finished.value ?? "")
+        XCTAssertTrue(finished.value?.contains("cancelled") == true, finished.value ?? "")
+    }
+
+    func testCancellingTheReadingTaskEndsTheStreamWithCancelled() async throws {
+        server.stub("GET", path: "/quiet", response: .streamed([.init("first"), .init(after: 60, "never")]))
+        let (body, _) = try await rest.stream(request("/quiet"))
+        let reader = Task { () -> Error? in
+            do {
+                for try await _ in body {}
+                return nil
+            } catch { return error }
+        }
+        XCTAssertTrue(eventually { server.openConnectionCount == 1 })
+        reader.cancel()
+        let error = await reader.value
+        XCTAssertEqual((error as? RestManager.CustomError)?.isCancellation, true, "\(String(describing: error))")
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 })
+    }
+
+    func testDroppingAnUnreadBodyClosesTheConnection() async throws {
+        server.stub("GET", path: "/unread", response: .streamed([.init("x"), .init(after: 60, "y")]))
+        do {
+            let (body, _) = try await rest.stream(request("/unread"))
+            _ = body
+        }
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 })
+    }
+
+    func testTheIdleTimeoutEndsAStreamThatStopsSending() async throws {
+        rest.idleTimeoutInterval = 0.5
+        server.stub("GET", path: "/stalls", response: .streamed([.init("a"), .init(after: 60, "b")]))
+        let (body, _) = try await rest.stream(request("/stalls"))
+        var chunks: [String] = []
+        do {
+            for try await chunk in body { chunks.append(String(decoding: chunk, as: UTF8.self)) }
+            XCTFail("an idle stream must end with an error")
+        } catch RestManager.CustomError.timedOut(_, let seconds) {
+            XCTAssertEqual(seconds, 0.5)
+        }
+        XCTAssertEqual(chunks, ["a"])
+    }
+
+    func testAHealthyStreamOutlivesTheManagersWholeCallTimeout() async throws {
+        rest.timeoutInterval = 0.3
+        let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }
+        server.stub("GET", path: "/steady", response: .streamed(pieces))
+        let (body, _) = try await rest.stream(request("/steady"))
+        var received = ""
+        for try await chunk in body { received += String(decoding: chunk, as: UTF8.self) }
+        XCTAssertEqual(received, (0..<12).map { "\($0)," }.joined())
+    }
+
+    func testTheRequestsTimeoutIntervalBoundsTheWholeStream() async throws {
+        let pieces = (0..<600).map { MockServer.Response.Piece(after: 0.05, "\($0),") }
+        server.stub("GET", path: "/endless", response: .streamed(pieces))
+        var request = request("/endless")
+        request.timeoutInterval = 0.5
+        let (body, _) = try await rest.stream(request)
+        do {
+            for try await _ in body {}
+            XCTFail("the request's deadline must end the stream")
+        } catch RestManager.CustomError.timedOut(_, let seconds) {
+            XCTAssertEqual(seconds, 0.5)
+        }
+    }
+
+    func testA401HeadIsRefreshedAndResentBeforeAnyByte() async throws {
+        let refreshes = ResultBox<Int>()
+        rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "old")) { _ in
+            refreshes.set(1)
+            return .init(accessToken: "new")
+        }
+        server.stub("GET", path: "/private-feed") { request in
+            guard request.header("Authorization") == "Bearer new" else { return .text("expired", status: 401) }
+            return .streamed([.init("secret "), .init(after: 0.01, "data")])
+        }
+        let (body, response) = try await rest.stream(request("/private-feed"))
+        var received = Data()
+        for try await chunk in body { received.append(chunk) }
+        XCTAssertEqual(response.httpStatusCode, 200)
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), "secret data")
+        XCTAssertEqual(refreshes.count, 1)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") }, ["Bearer old", "Bearer new"])
+    }
+
+    func testInterceptorsAdaptTheStreamedRequest() async throws {
+        struct Tag: RestManager.Interceptor {
+            func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+                var request = request
+                request.setValue("attempt-\(attempt)", forHTTPHeaderField: "X-Tag")
+                return request
+            }
+        }
+        rest.interceptors = [Tag()]
+        server.stub("GET", path: "/tagged", response: .streamed([.init("ok")]))
+        let (body, _) = try await rest.stream(request("/tagged"))
+        for try await _ in body {}
+        XCTAssertEqual(server.lastRequest(path: "/tagged")?.header("X-Tag"), "attempt-1")
+    }
+
+    func testAReaderThatFallsBehindEndsTheStreamWithBoundedMemory() async throws {
+        // 1 GiB offered (the server closes the connection before its last byte, so it never stays open for reuse); the
+        // reader takes one chunk and stops. A thread samples the heap until the connection is gone.
+        let heapBefore = heap_statistics_live_bytes()
+        let peak = ResultBox<Int>()
+        let sampling = ResultBox<Bool>()
+        let sampler = Thread {
+            var most = 0
+            while sampling.value == nil {
+                most = max(most, heap_statistics_live_bytes() - heapBefore)
+                usleep(1_000)
+            }
+            peak.set(most)
+        }
+        sampler.start()
+        let (body, _) = try await rest.stream(request("/_test/files/1073741824?dropAfter=1073741823"))
+        var iterator = body.makeAsyncIterator()
+        _ = try await iterator.next()
+        // The stream ends once the unread bytes pass the bound: the server's connection closes.
+        XCTAssertTrue(eventually(120) { server.openConnectionCount == 0 }, "the connection stayed open")
+        sampling.set(true)
+        XCTAssertTrue(eventually { peak.count == 1 })
+        if heapBefore > 0 {
+            XCTAssertLessThan(peak.value ?? .max, 64 << 20, "the heap grew past 64 MiB")
+        }
+        var unread = 0
+        do {
+            while let chunk = try await iterator.next() { unread += chunk.count }
+            XCTFail("a reader that fell behind must get an error")
+        } catch RestManager.CustomError.transport(let error) {
+            XCTAssertEqual(error.code, .dataLengthExceedsMaximum)
+        }
+        XCTAssertLessThanOrEqual(unread, RestManager.ResponseBody.maximumUnreadBytes)
+        XCTAssertGreaterThan(unread, RestManager.ResponseBody.maximumUnreadBytes - 65_536)
+    }
+
+    func testTheBodyIsNotKeptWholeWhileItStreams() async throws {
+        // 256 MiB read as it comes: far more than maximumResponseSize, which applies to bodies kept in memory.
+        rest.maximumResponseSize = 1 << 20
+        let (body, _) = try await rest.stream(request("/_test/files/268435456"))
+        var count = 0
+        var position = 0
+        var patternHolds = true
+        for try await chunk in body {
+            // Byte i of the pattern is i mod 251: each chunk starts where the last ended.
+            if chunk.first != UInt8(position % 251) { patternHolds = false }
+            position += chunk.count
+            count += chunk.count
+        }
+        XCTAssertEqual(count, 268_435_456)
+        XCTAssertTrue(patternHolds)
+    }
+
+    func testStreamsAreNeverDeduplicated() async throws {
+        rest.deduplicatesRequests = true
+        server.stub("GET", path: "/shared", response: .streamed([.init("a"), .init(after: 0.2, "b")]))
+        let rest = self.rest!
+        let shared = request("/shared")
+        async let first = rest.stream(shared)
+        async let second = rest.stream(shared)
+        let bodies = try await [first.0, second.0]
+        for body in bodies {
+            var received = Data()
+            for try await chunk in body { received.append(chunk) }
+            XCTAssertEqual(received, Data("ab".utf8))
+        }
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+}
