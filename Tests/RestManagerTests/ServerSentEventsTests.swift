@@ -199,3 +199,35 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertLessThanOrEqual(large, 12 * small + 0.05, "1 MiB: \(small) s, 10 MiB: \(large) s")
     }
 }
+
+/// The DocC article's example, as it is written there, against the mock's token stream.
+final class StreamingArticleExampleTests: MockServerTestCase {
+    func testTheArticlesTokenStreamExample() async throws {
+        let rest = RestManager()
+        rest.baseURL = server.baseURL
+        var answers: [String] = []
+        var answer = ""
+        for try await event in rest.events(for: RestManager.Request(url: URL(string: "_test/events?count=8")!)) {
+            if event.event == "done" { break }
+            answer += (answer.isEmpty ? "" : " ") + event.data
+            answers.append(answer)
+        }
+        XCTAssertEqual(answers.first, "The")
+        XCTAssertEqual(answers.last, "The quick brown fox jumps over the lazy")
+        XCTAssertEqual(answers.count, 8)
+        let (body, response) = try await rest.stream(RestManager.Request(url: URL(string: "_test/stream?count=3")!))
+        XCTAssertEqual(response.httpStatusCode, 200)
+        var lines: [String] = []
+        for try await line in body.lines { lines.append(line) }
+        XCTAssertEqual(lines, ["The", "quick", "brown"])
+    }
+
+    func testTheTokenStreamResumesAfterLastEventID() async throws {
+        var request = RestManager.Request(url: url("/_test/events?count=5&interval=0"))
+        request.headers.add(value: "3", forKey: "Last-Event-ID")
+        let (body, _) = try await rest.stream(request)
+        var lines: [String] = []
+        for try await line in body.lines { lines.append(line) }
+        XCTAssertEqual(lines, ["id: 4", "data: fox", "", "id: 5", "data: jumps", "", "id: 5", "event: done", "data: [DONE]", ""])
+    }
+}
