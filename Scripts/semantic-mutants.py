@@ -3,12 +3,15 @@
 applied alone to a library file, the tests named next to it run, and the file restored. The seed of the semantic
 catalogue the issue "Tests that pin down every promise" asks for; Scripts/mutate.py's mechanical operators are the other.
 
-Usage: python3 Scripts/semantic-mutants.py     (from the package root; about 1 minute per mutant)
+Usage: python3 Scripts/semantic-mutants.py                       all of them (about 1 minute each)
+       python3 Scripts/semantic-mutants.py --sample 2 --seed-from-commit   CI: two, chosen by the commit
+       python3 Scripts/semantic-mutants.py --match WORDS                 those whose name contains WORDS
 Prints one line per mutant: killed, SURVIVED, NOCOMPILE or SKIP (its pattern is no longer in the file). Exit 1 when one
-survived."""
-import os, subprocess, sys
+survived or did not compile (every mutant here is a plausible bug that compiles). Triage: Scripts/MUTATION-REPORT.md."""
+import argparse, os, random, subprocess, sys
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 C='Sources/RestManager/RestManager.swift'; A='Sources/RestManager/RestManager+Authentication.swift'; R='Sources/RestManager/RestManager+ResponseCache.swift'
+S='Sources/RestManager/RestManager+ServerSentEvents.swift'
 cases = [
  ("cache key without Authorization", R, '''+ "\\n" + (request.value(forHTTPHeaderField: "Authorization") ?? "")''', '''+ "\\n"''', "ResponseCacheTests"),
  ("cache ignores a request's no-cache", R, '''if !noCache, entry.freshUntil > Date()''', '''if entry.freshUntil > Date()''', "ResponseCacheTests"),
@@ -25,9 +28,114 @@ cases = [
  ("download: no destination lock", C, '''guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {''', '''guard lock >= 0 || true else {''', "DownloadDestinationLockTests"),
  ("auth: a second refresh for a replaced credential", A, '''if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }''', '''if false, let stored { return .newer(stored) }''', "AuthenticatorTests"),
  ("framing: Expect allowed", C, '''"upgrade", "expect", "te", "trailer"''', '''"upgrade", "te", "trailer"''', "RequestSafetyTests|InterceptorTests"),
+ # Request building and encoding
+ ("request's headers do not win over the manager's", C, '''for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }''', '''''', "MethodAndHeaderTests|ValueRequestTests"),
+ ("body headers kept without a body", C, '''for name in bodyHeaderNames { headers.removeValue(forKey: name) }''', '''''', "MethodAndHeaderTests|BodyEncodingTests|ValueRequestTests"),
+ ("no default Accept", C, '''if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }''', '''''', "MethodAndHeaderTests"),
+ ("form encodes a space as %20", C, '''public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }''', '''public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: false) }''', "BodyEncodingTests|QueryEncodingTests"),
+ ("query encodes a space as +", C, '''public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }''', '''public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: true) }''', "QueryEncodingTests"),
+ ("query uses the form's unreserved set", C, '''static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")''', '''static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")''', "QueryEncodingTests"),
+ ("a URL's own query replaced by the parameters", C, '''let existing = components.percentEncodedQuery.map { $0.isEmpty ? "" : $0 + "&" } ?? ""''', '''let existing = ""''', "QueryEncodingTests"),
+ ("base URL's query after the request's", C, '''let queries = [baseParts.query, relativeParts.query].compactMap { $0 }''', '''let queries = [relativeParts.query, baseParts.query].compactMap { $0 }''', "RequestSafetyTests"),
+ ("base URL's trailing slash kept (double slash)", C, '''while prefix.hasSuffix("/") { prefix.removeLast() }''', '''''', "ValueRequestTests|RequestSafetyTests"),
+ ("port 0 accepted", C, '''!(Int(port).map { (1...65535).contains($0) } ?? false)''', '''!(Int(port).map { (0...65535).contains($0) } ?? false)''', "RequestSafetyTests"),
+ ("CR allowed in a header value", C, '''if value.unicodeScalars.contains(where: { $0 == "\\r" || $0 == "\\n" || $0 == "\\0" }) {''', '''if value.unicodeScalars.contains(where: { $0 == "\\n" || $0 == "\\0" }) {''', "MethodAndHeaderTests|RequestSafetyTests"),
+ ("form Content-Type sends JSON", C, '''if kind.isForm { return Data(snapshot.bodyParameters.formURLEncoded.utf8) }''', '''''', "BodyEncodingTests"),
+ ("multipart without its closing boundary", C, '''return body + Data("--\\(boundary)--\\r\\n".utf8)''', '''return body''', "MultipartTests"),
+ ("+json not a JSON type", C, '''isJSON = media == "application/json" || media.hasSuffix("+json")''', '''isJSON = media == "application/json"''', "BodyEncodingTests"),
+ ("a raw body without Content-Type", C, '''if snapshot.body != nil, headers.value(forKey: "Content-Type") == nil {''', '''if snapshot.body == nil, headers.value(forKey: "Content-Type") == nil {''', "BodyEncodingTests"),
+ ("method sent lower-case", C, '''public var name: String { rawValue.uppercased() }''', '''public var name: String { rawValue }''', "MethodAndHeaderTests"),
+ # Redirects
+ ("303 keeps POST", C, '''let becomesGet = response.statusCode == 303 ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"''', '''let becomesGet = [301, 302].contains(response.statusCode) && method == "POST"''', "RedirectTests"),
+ ("307 turns POST into GET", C, ''': [301, 302].contains(response.statusCode) && method == "POST"''', ''': [301, 302, 307].contains(response.statusCode) && method == "POST"''', "RedirectTests"),
+ ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
+ ("an origin without its port", C, '''"\\(url.scheme?.lowercased() ?? "")://\\(url.host?.lowercased() ?? ""):\\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"''', '''"\\(url.scheme?.lowercased() ?? "")://\\(url.host?.lowercased() ?? "")"''', "OriginTests|SecretTests|AuthenticatorScopeTests"),
+ ("body headers dropped on a cross-origin 307", C, '''let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''let followers = RequestBuilder.crossOriginHeaderNames''', "RedirectTests|SecretTests"),
+ ("a redirect to another scheme followed", C, '''["http", "https"].contains(target.scheme?.lowercased()), target.host != nil''', '''target.host != nil''', "RedirectTests"),
+ # Deadline, size limit, attempts
+ ("size limit off by one", C, '''if let limit = settings.maximumResponseSize, body.count + data.count > limit {''', '''if let limit = settings.maximumResponseSize, body.count + data.count >= limit {''', "ResponseSizeLimitTests"),
+ ("a retry that ends after the deadline", C, '''elapsed + delay < settings.timeout''', '''elapsed < settings.timeout''', "RetryPolicyTests|InterceptorTests"),
+ ("no cap on attempts", C, '''guard let delay, number < RestManager.maximumAttempts,''', '''guard let delay,''', "InterceptorTests"),
+ # De-duplication
+ ("sharing key from the path alone", C, '''return "\\(request.httpMethod ?? "GET") \\(request.url?.absoluteString ?? "")''', '''return "\\(request.httpMethod ?? "GET") \\(request.url?.path ?? "")''', "DeduplicationTests"),
+ ("sharing key without headers", C, '''?? "")\\n\\(headers)\\n\\(snapshot.followsRedirects) "''', '''?? "")\\n\\n\\(snapshot.followsRedirects) "''', "DeduplicationTests"),
+ ("POST de-duplicated", C, '''guard snapshot.deduplicates, method == .get || method == .head,''', '''guard snapshot.deduplicates,''', "DeduplicationTests"),
+ # Redaction
+ ("Cookie shown in cURL", C, '''return ["cookie", "key", "auth", "token",''', '''return ["key", "auth", "token",''', "SecretTests|CurlCommandTests"),
+ ("otp not a secret name", C, '''"code", "otp", "pin"''', '''"code", "pin"''', "SecretTests"),
+ # Retry policy
+ ("PATCH retried by default", C, '''retryableMethods: Set<HttpMethod> = [.get, .head, .put, .delete, .options]''', '''retryableMethods: Set<HttpMethod> = [.get, .head, .put, .patch, .delete, .options]''', "RetryPolicyTests"),
+ ("Retry-After read only on 503", C, '''if status == 429 || status == 503,''', '''if status == 503,''', "RetryPolicyTests"),
+ ("backoff grows linearly", C, '''Self.finite(initialDelay * pow(2, Double(min(retry, 64) - 1)))''', '''Self.finite(initialDelay * Double(min(retry, 64)))''', "RetryPolicyTests"),
+ ("one retry too many", C, '''guard retry <= maximumRetries, retryableMethods.contains(method) else { return nil }''', '''guard retry <= maximumRetries + 1, retryableMethods.contains(method) else { return nil }''', "RetryPolicyTests"),
+ ("a Retry-After longer than maximumDelay waited for", C, '''return seconds <= Self.finite(maximumDelay) ? seconds : nil''', '''return seconds''', "RetryPolicyTests"),
+ # Downloads and progress
+ ("a 206 at another offset appended", C, '''guard status == 206, let range, range.start == offset,''', '''guard status == 206, let range,''', "DownloadTests|TransferIntegrityTests"),
+ ("a weak ETag as the resume validator", C, '''response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }''', '''response.value(forHTTPHeaderField: "ETag")''', "DownloadTests"),
+ ("empty 206s without bound", C, '''guard emptyWindows < 3 else''', '''guard emptyWindows < 1000 else''', "TransferIntegrityTests"),
+ ("16 MiB windows", C, '''static let window: Int64 = 8 << 20''', '''static let window: Int64 = 16 << 20''', "DownloadTests"),
+ ("the validator read through a link", C, '''let validatorText = FileStream.isRegularFile(validatorFile) ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil''', '''let validatorText = try? String(contentsOf: validatorFile, encoding: .utf8)''', "TransferIntegrityTests"),
+ ("the last window one byte short", C, '''if continues, let total, offset + written < total { return false }''', '''if continues, let total, offset + written < total - 1 { return false }''', "DownloadTests"),
+ ("a Content-Range total equal to its last byte", C, '''Int64(parts[3]).map({ $0 > last })''', '''Int64(parts[3]).map({ $0 >= last })''', "DownloadTests|TransferIntegrityTests"),
+ ("progress may go backwards", C, '''guard figure != lastProgress, figure.completedBytes >= lastProgress?.completedBytes ?? 0 else { return }''', '''guard figure != lastProgress else { return }''', "DownloadTests|UploadTests"),
+ ("no final progress report", C, '''if results.isSuccess { reportProgressLocked(final: true) }''', '''''', "DownloadTests|UploadTests"),
+ # Events and interceptors
+ ("finished reported after the completion", C, '''            reportFinished?(results, named)
+            queue.async { taken(results) }''', '''            queue.async { taken(results) }
+            reportFinished?(results, named)''', "EventTests"),
+ ("an adapted request not validated", C, '''for (name, value) in adapted.allHTTPHeaderFields ?? [:] { try RequestBuilder.validateHeader(name: name, value: value) }''', '''''', "InterceptorTests|RequestSafetyTests"),
+ ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),
+ # Authenticator
+ ("getData keeps the interceptors", C, '''            plain.interceptors = []
+''', '''''', "AuthenticatorTests|AuthenticatorScopeTests"),
+ ("no refresh-loop guard", A, '''guard rejectedInARow < Self.maximumRejectedRefreshes else {''', '''guard true else {''', "AuthenticatorTests"),
+ ("a token with CR used", A, '''guard !token.unicodeScalars.contains(where: { $0 == "\\r" || $0 == "\\n" || $0 == "\\0" }) else {''', '''guard true else {''', "AuthenticatorScopeTests"),
+ ("the caller's Authorization overwritten", A, '''guard !Self.isRefreshing, request.value(forHTTPHeaderField: "Authorization") == nil else { return request }''', '''guard !Self.isRefreshing else { return request }''', "AuthenticatorTests|AuthenticatorScopeTests"),
+ # Response cache
+ ("Vary ignored", R, '''entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }''', '''true''', "ResponseCacheTests"),
+ ("Age not subtracted", R, '''return max(0, maxAge - age)''', '''return max(0, maxAge)''', "ResponseCacheTests"),
+ ("an answer's no-store stored", R, '''!control.contains("no-store") && !requestControl.contains("no-store")''', '''!requestControl.contains("no-store")''', "ResponseCacheTests"),
+ ("the newest entry evicted", R, '''.min(by: { $0.1.lastUsed < $1.1.lastUsed })''', '''.max(by: { $0.1.lastUsed < $1.1.lastUsed })''', "ResponseCacheTests"),
+ ("a 304's headers not merged", R, '''                    headers[name] = value
+''', '''''', "ResponseCacheTests"),
+ # Streaming
+ ("CR then LF across chunks is two line ends", C, '''if afterCR, byte == 10, index == start {''', '''if afterCR, byte == 10, index == start, index > 0 {''', "StreamingTests"),
+ ("empty lines dropped", C, '''                    lines.append(String(decoding: partial, as: UTF8.self))''', '''                    if !partial.isEmpty { lines.append(String(decoding: partial, as: UTF8.self)) }''', "StreamingTests"),
+ ("a last line without a line end dropped", C, '''guard !finished, !partial.isEmpty else { return nil }''', '''guard false else { return nil }''', "StreamingTests"),
+ ("unread bytes without bound", C, '''guard unreadBytes + data.count <= ResponseBody.maximumUnreadBytes else {''', '''guard true else {''', "StreamingTests"),
+ ("a streamed error body kept whole", C, '''guard stream.isOpen else { return body.append(data.prefix(max(0, 65_536 - body.count))) }''', '''guard stream.isOpen else { return body.append(data) }''', "StreamingTests"),
+ ("streams de-duplicated", C, '''value.destination == nil, value.stream == nil,''', '''value.destination == nil,''', "StreamingTests"),
+ ("no idle timeout", C, '''if idle >= settings.idleTimeout {''', '''if idle >= settings.idleTimeout * 1000 {''', "StreamingTests"),
+ ("a non-2xx head opens the stream", C, '''opened = (response as? HTTPURLResponse).flatMap { (200..<300).contains($0.statusCode) ? $0 : nil }''', '''opened = response as? HTTPURLResponse''', "StreamingTests"),
+ # Server-Sent Events
+ ("every leading space stripped", S, '''if value.first == " " { value = value.dropFirst() }''', '''while value.first == " " { value = value.dropFirst() }''', "ServerSentEventsTests"),
+ ("BOM kept", S, '''if atStart, line.first == "\\u{FEFF}" { line = line.dropFirst() }''', '''''', "ServerSentEventsTests"),
+ ("event type kept for the next event", S, '''            type = ""
+''', '''''', "ServerSentEventsTests"),
+ ("an id with NUL accepted", S, '''case "id" where !value.contains("\\u{0}"): idBuffer = String(value)''', '''case "id": idBuffer = String(value)''', "ServerSentEventsTests"),
+ ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
+ ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),
+ ("a 204 reconnects", S, '''if response.httpStatusCode == 204 {''', '''if response.httpStatusCode == 299 {''', "ServerSentEventsTests"),
+ ("any Content-Type accepted", S, '''guard media == "text/event-stream" else {''', '''guard true else {''', "ServerSentEventsTests"),
+ ("an event without data dispatched", S, '''guard hasData else { return nil }''', '''''', "ServerSentEventsTests"),
+ ("an unterminated block's id kept", S, '''            idBuffer = lastEventID
+''', '''''', "ServerSentEventsTests"),
 ]
+options = argparse.ArgumentParser()
+options.add_argument("--sample", type=int)
+options.add_argument("--seed-from-commit", action="store_true")
+options.add_argument("--match")
+options.add_argument("--from", dest="first", type=int, default=0, help="start at this case (0-based)")
+arguments = options.parse_args()
+chosen = [case for case in cases[arguments.first:] if arguments.match is None or arguments.match in case[0]]
+if arguments.sample:
+    seed = 1
+    if arguments.seed_from_commit:
+        seed = int(subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()[:8] or "1", 16)
+    chosen = random.Random(seed).sample(chosen, min(arguments.sample, len(chosen)))
+print(f"semantic mutants: {len(chosen)} of {len(cases)}", flush=True)
 survived = False
-for name, path, old, new, tests in cases:
+for name, path, old, new, tests in chosen:
     text = open(path).read()
     if text.count(old) != 1:
         print(f"SKIP {name}: pattern count {text.count(old)}"); continue
@@ -35,7 +143,7 @@ for name, path, old, new, tests in cases:
     try:
         b = subprocess.run(["swift", "build", "--build-tests"], capture_output=True, text=True)
         if b.returncode != 0:
-            print(f"NOCOMPILE {name}: {b.stdout[-300:]}"); continue
+            print(f"NOCOMPILE {name}: {b.stdout[-300:]}", flush=True); survived = True; continue
         t = subprocess.run(["swift", "test", "--skip-build", "--filter", tests], capture_output=True, text=True)
         verdict = "killed" if t.returncode != 0 else "SURVIVED"
         survived = survived or verdict == "SURVIVED"
