@@ -144,8 +144,14 @@ for name, path, old, new, tests in chosen:
         b = subprocess.run(["swift", "build", "--build-tests"], capture_output=True, text=True)
         if b.returncode != 0:
             print(f"NOCOMPILE {name}: {b.stdout[-300:]}", flush=True); survived = True; continue
-        t = subprocess.run(["swift", "test", "--skip-build", "--filter", tests], capture_output=True, text=True)
-        verdict = "killed" if t.returncode != 0 else "SURVIVED"
+        # A mutant may make a test loop forever: ten minutes, then its whole process group goes.
+        t = subprocess.Popen(["swift", "test", "--skip-build", "--filter", tests], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            returncode = t.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            os.killpg(t.pid, 9); t.wait(); returncode = "timeout"
+        verdict = "killed" if returncode != 0 else "SURVIVED"
         survived = survived or verdict == "SURVIVED"
         print(f"{verdict}: {name}", flush=True)
     finally:

@@ -1940,8 +1940,8 @@ public final class RestManager: @unchecked Sendable {
             if !wasOpen {
                 if let error = results.error { return finish(.failure(error), head: .failure(error)) }
                 guard results.isSuccess, let response = results.response else {
-                    let body = (results.data ?? Data()).prefix(65_536)
-                    let error = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: Data(body))
+                    // The exchange kept at most the first 64 KiB of it.
+                    let error = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
                     return finish(.failure(error), head: .failure(error))
                 }
                 // An answer that did not come from the network (a cache's) is one chunk.

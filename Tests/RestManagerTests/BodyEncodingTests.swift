@@ -89,6 +89,14 @@ final class BodyEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.header("Content-Type"), "text/plain")
     }
 
+    /// Without a type the bytes say nothing of themselves: libcurl would label them a form, the library says octets.
+    func testAnUntypedRawBodyGoesAsOctetStream() throws {
+        rest.httpBody = Data([0, 1, 2, 255])
+        let echo = try echo(send(.post, "/_test/echo"))
+        XCTAssertEqual(echo.bodyData, Data([0, 1, 2, 255]))
+        XCTAssertEqual(echo.header("Content-Type"), "application/octet-stream")
+    }
+
     func testParametersWithAnUnsupportedContentTypeAreAnError() {
         rest.requestHttpHeaders.add(value: "text/plain", forKey: "Content-Type")
         rest.httpBodyParameters.add(value: "1", forKey: "a")

@@ -36,6 +36,31 @@ final class DeduplicationTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
 
+    /// The whole URL keys a shared call: two paths alike with other queries, or on another host, are two calls,
+    /// each answered with its own.
+    func testGetsToTheSamePathWithOtherQueriesOrHostsAreNotShared() throws {
+        rest.deduplicatesRequests = true
+        let targets = [
+            url("/_test/delay?seconds=0.3&n=1"), url("/_test/delay?seconds=0.3&n=2"),
+            try XCTUnwrap(URL(string: "http://localhost:\(server.port)/_test/delay?seconds=0.3&n=1"))
+        ]
+        let answers = ResultBox<(URL, String)>()
+        let group = DispatchGroup()
+        for target in targets {
+            group.enter()
+            rest.makeRequest(toURL: target, withHttpMethod: .get) { results in
+                let echo = try? results.decode(Echo.self)
+                answers.set((target, "\(echo?.rawQuery ?? "") \(echo?.header("Host") ?? "")"))
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        XCTAssertEqual(server.receivedRequests.count, 3)
+        for (target, seen) in answers.all {
+            XCTAssertEqual(seen, "\(target.query ?? "") \(target.host ?? ""):\(server.port)")
+        }
+    }
+
     func testPostsAreNeverShared() {
         rest.deduplicatesRequests = true
         XCTAssertEqual(fire(4, .post, "/_test/delay?seconds=0.3").count, 4)

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 import MockServer
-import RestManager
+@testable import RestManager
 
 /// `download(fromURL:to:)`: bytes to disk as they arrive, atomic appearance, resume with Range/If-Range.
 final class DownloadTests: MockServerTestCase {
@@ -256,6 +256,95 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/200000?validators=none", to: target)).get())
         XCTAssertEqual(try Data(contentsOf: target), pattern(0..<200_000))
         XCTAssertEqual(requests(to: "/_test/files/200000").map(\.range), ["bytes=0-8388607", nil])
+    }
+
+    /// A 206 is appended only where the partial file ends: one that starts elsewhere (a misbehaving cache answering
+    /// from byte 0) makes the download start over, and the file is right.
+    func testA206ThatStartsElsewhereIsNotAppended() throws {
+        let target = destination("shifted.bin")
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try pattern(0..<100).write(to: partial(target))
+        try Data("\"v1\"".utf8).write(to: URL(fileURLWithPath: target.path + ".part.validator"))
+        let whole = pattern(0..<300)
+        server.stub(path: "/shifted") { request in
+            let resuming = request.header("Range")?.hasPrefix("bytes=100-") == true
+            let body = resuming ? whole.prefix(200) : whole
+            return MockServer.Response(
+                status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 0-\(body.count - 1)/300")], body: body)
+        }
+        XCTAssertNoThrow(try XCTUnwrap(download("/shifted", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), whole)
+        XCTAssertEqual(rangesAndValidators(to: "/shifted"), [["bytes=100-8388707", "\"v1\""], ["bytes=0-8388607", nil]])
+    }
+
+    /// A server that sends less than asked (299 bytes a window here) is asked for the rest until the total: the
+    /// file is complete, never one byte short.
+    func testWindowsContinueUntilTheLastByte() throws {
+        let whole = pattern(0..<300)
+        server.stub(path: "/short-windows") { request in
+            let first = Int(request.header("Range")?.dropFirst(6).prefix { $0 != "-" } ?? "") ?? 0
+            let body = whole[first..<min(300, first + 299)]
+            return MockServer.Response(
+                status: 206, headers: [("ETag", "\"s1\""), ("Content-Range", "bytes \(first)-\(first + body.count - 1)/300")],
+                body: Data(body))
+        }
+        let target = destination("short.bin")
+        XCTAssertNoThrow(try XCTUnwrap(download("/short-windows", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), whole)
+        XCTAssertEqual(rangesAndValidators(to: "/short-windows"), [["bytes=0-8388607", nil], ["bytes=299-8388906", "\"s1\""]])
+    }
+
+    /// RFC 9110 §14.4: `bytes first-last/total` with first ≤ last < total, or `*` for an unknown total.
+    func testContentRangeIsReadAsRFC9110Says() {
+        let read = { (text: String) in RestManager.DownloadFile.contentRange(text).map { [$0.start, $0.last, $0.total ?? -1] } }
+        XCTAssertEqual(read("bytes 0-99/100"), [0, 99, 100])
+        XCTAssertEqual(read("bytes 5-5/*"), [5, 5, -1])
+        XCTAssertEqual(read("BYTES 0-0/1"), [0, 0, 1])
+        XCTAssertNil(read("bytes 0-99/99"))
+        XCTAssertNil(read("bytes 0-100/99"))
+        XCTAssertNil(read("bytes 5-4/10"))
+        XCTAssertNil(read("bytes */100"))
+        XCTAssertNil(read("items 0-1/2"))
+    }
+
+    /// A download that starts over (the file changed) never reports less than it already did.
+    func testProgressNeverGoesBackWhenADownloadStartsOver() throws {
+        let served = ResultBox<Bool>()
+        server.stub(path: "/restarting") { request in
+            served.set(true)
+            let version = served.count == 1 ? 1 : 2
+            let first = Int(request.header("Range")?.dropFirst(6).prefix { $0 != "-" } ?? "") ?? 0
+            let count = min(10_000_000 - first, 8_388_608)
+            var response = MockServer.Response(
+                status: 206,
+                headers: [("ETag", "\"v\(version)\""), ("Content-Range", "bytes \(first)-\(first + count - 1)/10000000")],
+                body: Data(repeating: UInt8(version), count: count))
+            // About a second a window, so that progress is reported within each.
+            response.bytesPerSecond = 8_000_000
+            return response
+        }
+        let reports = ResultBox<RestManager.TransferProgress>()
+        let target = destination("restarting.bin")
+        XCTAssertNoThrow(try XCTUnwrap(download("/restarting", to: target, timeout: 60) { reports.set($0) }).get())
+        XCTAssertEqual(try Data(contentsOf: target), Data(repeating: 2, count: 10_000_000))
+        let completed = reports.all.map(\.completedBytes)
+        XCTAssertEqual(completed, completed.sorted(), "progress went back")
+        XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 10_000_000, totalBytes: 10_000_000))
+    }
+
+    /// A weak ETag (`W/…`) does not promise the same bytes (RFC 9110 §8.8.1): `Last-Modified` resumes instead.
+    func testAWeakETagIsNeverAResumeValidator() throws {
+        let date = "Wed, 15 Nov 2023 22:13:20 GMT"
+        server.stub(path: "/weak") { request in
+            let first = Int(request.header("Range")?.dropFirst(6).prefix { $0 != "-" } ?? "") ?? 0
+            let count = min(10_000_000 - first, 8_388_608)
+            return MockServer.Response(
+                status: 206,
+                headers: [("ETag", "W/\"w1\""), ("Last-Modified", date), ("Content-Range", "bytes \(first)-\(first + count - 1)/10000000")],
+                body: Data(repeating: 7, count: count))
+        }
+        XCTAssertNoThrow(try XCTUnwrap(download("/weak", to: destination("weak.bin"))).get())
+        XCTAssertEqual(rangesAndValidators(to: "/weak"), [["bytes=0-8388607", nil], ["bytes=8388608-16777215", date]])
     }
 
     /// A partial file longer than the server's file: 416, then one clean start.

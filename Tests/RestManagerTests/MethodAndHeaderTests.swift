@@ -44,6 +44,28 @@ final class MethodAndHeaderTests: MockServerTestCase {
         XCTAssertEqual(echo.header("User-Agent"), "MyApp/2")
     }
 
+    /// The request as built says what goes out (libcurl would add `Accept: */*` on the wire anyway, URLSession on
+    /// Apple platforms too): `makeURLRequest` and the cURL line show it.
+    func testTheBuiltRequestCarriesTheDefaultHeaders() throws {
+        let request = try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
+        XCTAssertEqual(request.value(forHTTPHeaderField: "Accept"), "*/*")
+        XCTAssertEqual(request.value(forHTTPHeaderField: "User-Agent"), "RestManager/2.0")
+    }
+
+    func testALoneCROrNULInAHeaderValueIsRefused() {
+        for value in ["a\rInjected: yes", "a\u{0}b"] {
+            rest.requestHttpHeaders = RestManager.RestEntity()
+            rest.requestHttpHeaders.add(value: value, forKey: "X-Evil")
+            guard case .invalidHeader(let name, let reason)? = send(.get, "/_test/echo").error as? RestManager.CustomError else {
+                XCTFail("\(value.debugDescription) was not refused")
+                continue
+            }
+            XCTAssertEqual(name, "X-Evil")
+            XCTAssertEqual(reason, "the value contains CR, LF or NUL")
+        }
+        XCTAssertTrue(server.receivedRequests.isEmpty)
+    }
+
     func testHeaderInjectionIsRefusedBeforeSending() {
         for (name, value) in [("X-Evil", "a\r\nInjected: yes"), ("X-Evil", "a\nb"), ("Bad Name", "v"), ("X:Colon", "v"), ("", "v")] {
             rest.requestHttpHeaders = RestManager.RestEntity()
@@ -75,6 +97,18 @@ final class MethodAndHeaderTests: MockServerTestCase {
         XCTAssertEqual(get.response?.httpStatusCode, 200)
         XCTAssertEqual(server.lastRequest(path: "/api/users/2")?.body, Data())
         XCTAssertEqual(send(.head, "/api/users/2").response?.httpStatusCode, 200)
+    }
+
+    func testHeadersThatDescribeABodyAreNotSentWithoutOne() throws {
+        for (name, value) in [("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Content-Language", "en")] {
+            rest.requestHttpHeaders.add(value: value, forKey: name)
+        }
+        rest.requestHttpHeaders.add(value: "kept", forKey: "X-Other")
+        let names = try echo(send(.get, "/_test/echo")).headerNames().map { $0.lowercased() }
+        XCTAssertFalse(names.contains("content-type"), "\(names)")
+        XCTAssertFalse(names.contains("content-encoding"), "\(names)")
+        XCTAssertFalse(names.contains("content-language"), "\(names)")
+        XCTAssertTrue(names.contains("x-other"), "\(names)")
     }
 
     func testSequentialRequestsShareOneConnection() {

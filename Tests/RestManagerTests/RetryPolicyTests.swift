@@ -30,6 +30,20 @@ final class RetryPolicyTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
 
+    /// RFC 9110 §9.2.2: PATCH and POST are not idempotent; the default retries only the methods that are.
+    func testOnlyIdempotentMethodsAreRetriedByDefault() {
+        let policy = RestManager.RetryPolicy(initialDelay: 0.01)
+        XCTAssertEqual(policy.retryableMethods, [.get, .head, .put, .delete, .options])
+        rest.retryPolicy = policy
+        for method in RestManager.HttpMethod.allCases {
+            server.clearReceivedRequests()
+            server.enqueue(MockServer.Response(status: 503))
+            send(method, "/_test/echo")
+            let expected = [.get, .head, .put, .delete, .options].contains(method) ? 2 : 1
+            XCTAssertEqual(server.receivedRequests.count, expected, "\(method.name)")
+        }
+    }
+
     func testItStopsAfterMaximumRetriesAndOnlyForItsStatuses() {
         rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 2, initialDelay: 0.01)
         for _ in 0..<5 { server.enqueue(MockServer.Response(status: 500)) }

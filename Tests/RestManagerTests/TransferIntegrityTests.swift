@@ -100,8 +100,14 @@ final class TransferIntegrityTests: MockServerTestCase {
         let validatorTarget = destination("other.bin")
         let validator = URL(fileURLWithPath: validatorTarget.path + ".part.validator")
         try FileManager.default.createSymbolicLink(at: validator, withDestinationURL: victim)
+        try pattern(0..<500).write(to: partial(validatorTarget))
+        server.clearReceivedRequests()
         let validatorLinked = failureReason(download("/_test/files/1000", to: validatorTarget))
         XCTAssertEqual(validatorLinked, "The file '\(validator.path)' cannot be used: it is a symbolic link.")
+        // The linked validator is not read either: nothing is resumed by what it points to.
+        let sent = server.receivedRequests.first
+        XCTAssertEqual(sent?.header("Range"), "bytes=0-8388607")
+        XCTAssertNil(sent?.header("If-Range"))
         XCTAssertEqual(try Data(contentsOf: victim), Data("precious".utf8))
         XCTAssertFalse(exists(target))
         XCTAssertFalse(exists(validatorTarget))
