@@ -1940,7 +1940,6 @@ public final class RestManager: @unchecked Sendable {
             if !wasOpen {
                 if let error = results.error { return finish(.failure(error), head: .failure(error)) }
                 guard results.isSuccess, let response = results.response else {
-                    // The exchange kept at most the first 64 KiB of it.
                     let error = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
                     return finish(.failure(error), head: .failure(error))
                 }
