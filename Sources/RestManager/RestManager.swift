@@ -709,19 +709,16 @@ public final class RestManager: @unchecked Sendable {
             deliver(Results(withError: CustomError.cancelled))
         }
 
-        /// Reports `finished` and calls the completion on its queue if it has not been called yet; returns whether it
-        /// did.
-        @discardableResult
-        func deliver(_ results: Results, request: URLRequest? = nil) -> Bool {
+        /// Reports `finished` and calls the completion on its queue if it has not been called yet.
+        func deliver(_ results: Results, request: URLRequest? = nil) {
             var taken: (@Sendable (Results) -> Void)?
             let named = lock.withLock { () -> URLRequest in
                 swap(&taken, &completion)
                 return request ?? eventRequest
             }
-            guard let taken else { return false }
+            guard let taken else { return }
             reportFinished?(results, named)
             queue.async { taken(results) }
-            return true
         }
 
         /// Names the request as built in the `finished` event.
