@@ -295,66 +295,6 @@ public final class RestManager: @unchecked Sendable {
         RequestBuilder.curlCommand(for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
     }
 
-    // MARK: - Public API: transfers
-
-    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers and credential;
-    /// not its query or body) and calls `completion` once, on `callbackQueue`.
-    ///
-    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx
-    /// is `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding
-    /// memory; the next call to the same destination resumes an interrupted `.part`, or starts over when the server's
-    /// file changed.
-    /// ```swift
-    /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
-    /// ```
-    @discardableResult
-    public func download(
-        fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil,
-        completion: @escaping @Sendable (Result<URL, CustomError>) -> Void
-    ) -> RequestHandle {
-        var request = Request(.get, url: url)
-        request.destination = destination
-        return perform(request, snapshot: withState { $0 }, progress: progress) { completion($0.validated(destination)) }
-    }
-
-    /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
-    /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
-    public func download(fromURL url: URL, to destination: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> URL {
-        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
-            self.download(fromURL: url, to: destination, progress: progress, completion: $0)
-        }.get()
-    }
-
-    /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
-    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file fails with
-    /// `.fileAccessFailed`.
-    @discardableResult
-    public func upload(
-        fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post, progress: (@Sendable (TransferProgress) -> Void)? = nil,
-        completion: @escaping @Sendable (Results) -> Void
-    ) -> RequestHandle {
-        var request = Request(httpMethod, url: url)
-        request.bodyFile = fileURL
-        return perform(request, snapshot: withState { $0 }, progress: progress, completion: completion)
-    }
-
-    /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
-    public func upload(
-        fileAt fileURL: URL, toURL url: URL, withHttpMethod httpMethod: HttpMethod = .post, progress: (@Sendable (TransferProgress) -> Void)? = nil
-    ) async -> Results {
-        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
-            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: $0)
-        }
-    }
-
-    /// Adds the file at `fileURL` to send as `multipart/form-data` (`fileName` defaults to its own name), streamed from
-    /// disk: the body is assembled in a temporary file, removed when the call ends, never read whole into memory.
-    public func addFile(at fileURL: URL, fieldName: String, fileName: String? = nil, mimeType: String) {
-        var part = MultipartBody.Part(name: fieldName, fileName: fileName ?? fileURL.lastPathComponent, contentType: mimeType, data: Data())
-        part.fileURL = fileURL
-        withState { $0.files.append(part) }
-    }
-
     // MARK: - Public API: streaming
 
     /// Sends `request` (interceptors, authenticator and events apply as for any call) and returns as soon as the
@@ -580,21 +520,6 @@ public final class RestManager: @unchecked Sendable {
         static var emptyBody: Self { get }
     }
 
-    // MARK: - Nested types: TransferProgress
-
-    /// How far a download or upload has come, reported on `callbackQueue` about ten times a second and once at the end;
-    /// `completedBytes` never decreases (a resumed download counts what was on disk).
-    public struct TransferProgress: Sendable, Equatable {
-        /// Bytes transferred so far.
-        public var completedBytes: Int64
-        /// The size, from `Content-Length` or `Content-Range` (or the file's); nil when unknown.
-        public var totalBytes: Int64?
-        /// A figure.
-        public init(completedBytes: Int64, totalBytes: Int64?) { (self.completedBytes, self.totalBytes) = (completedBytes, totalBytes) }
-        /// From 0 to 1, or nil when the size is not known (1 for an empty transfer).
-        public var fractionCompleted: Double? { totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 } }
-    }
-
     // MARK: - Nested types: CustomError
 
     /// Everything that can go wrong, each case saying what and where.
@@ -785,31 +710,12 @@ public final class RestManager: @unchecked Sendable {
             return body + Data("--\(boundary)--\r\n".utf8)
         }
 
-        private func head(of part: Part) -> Data {
+        func head(of part: Part) -> Data {
             var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
             if let fileName = part.fileName { head += "; filename=\"\(Encoding.quotedParameter(fileName))\"" }
             head += "\r\n"
             if let contentType = part.contentType { head += "Content-Type: \(Encoding.singleLine(contentType))\r\n" }
             return Data((head + "\r\n").utf8)
-        }
-
-        /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
-        func write(to file: URL) throws {
-            let output = try FileStream(writingTo: file, append: false)
-            for part in parts {
-                try output.write(head(of: part) + part.data)  // no data in a file part: its bytes come from its file
-                if let source = part.fileURL {
-                    try FileStream.check(source)
-                    guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
-                    defer { fclose(input) }
-                    var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                    while case let count = fread(&buffer, 1, buffer.count, input), count > 0 { try output.write(Data(buffer[..<count])) }
-                    guard ferror(input) == 0 else { throw FileStream.failure(source, "it cannot be read") }
-                }
-                try output.write(Data("\r\n".utf8))
-            }
-            try output.write(Data("--\(boundary)--\r\n".utf8))
-            try output.finish()
         }
     }
 
@@ -842,8 +748,10 @@ public final class RestManager: @unchecked Sendable {
         var files: [MultipartBody.Part] = []
         /// A body streamed from this file (`upload(fileAt:)`, or an assembled multipart body).
         var bodyFile: URL?
-        /// Where a download goes.
-        var destination: URL?
+        /// Where the answer's body goes instead of memory, and the progress it reports (the transfers add-on).
+        var transfer: (any Transfer)?
+        /// Turns file parts into a body streamed from disk, off the caller's thread (the transfers add-on).
+        var assembleBody: (@Sendable (Request) throws -> Request)?
         /// Where a streamed body goes (`stream(_:)`).
         var stream: StreamBuffer?
         /// A request with no headers, parameters or body.
@@ -1147,6 +1055,7 @@ public final class RestManager: @unchecked Sendable {
         var baseURL: URL?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
         var interceptors: [any Interceptor] = []
         var idleTimeout: TimeInterval = 60
+        var assembleBody: (@Sendable (Request) throws -> Request)?
 
         /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to
         /// another host).
@@ -1161,6 +1070,7 @@ public final class RestManager: @unchecked Sendable {
         func tutorialRequest(_ method: HttpMethod, url: URL) -> Request {
             var request = Request(method, url: url)
             (request.queryParameters, request.bodyParameters, request.body, request.files) = (query, bodyParameters, body, files)
+            request.assembleBody = assembleBody
             return request
         }
     }
@@ -1195,9 +1105,8 @@ public final class RestManager: @unchecked Sendable {
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
-            if let file = value.bodyFile {
+            if value.bodyFile != nil {
                 guard method != .get && method != .head else { throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body") }
-                try FileStream.checkSendable(file)
                 if headers.value(forKey: "Content-Type") == nil { headers.add(value: "application/octet-stream", forKey: "Content-Type") }
             } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
@@ -1233,7 +1142,9 @@ public final class RestManager: @unchecked Sendable {
                 multipart.parts += try snapshot.files.map { part in
                     guard let file = part.fileURL else { return part }
                     var loaded = part
-                    do { loaded.data = try Data(contentsOf: file) } catch { try FileStream.check(file); throw FileStream.failure(file, "\(error)") }
+                    do { loaded.data = try Data(contentsOf: file) } catch {
+                        throw CustomError.fileAccessFailed(file, reason: error.localizedDescription)
+                    }
                     return loaded
                 }
                 headers.add(value: multipart.contentType, forKey: "Content-Type")
@@ -1254,23 +1165,6 @@ public final class RestManager: @unchecked Sendable {
                 headers.add(value: "application/octet-stream", forKey: "Content-Type")
             }
             return snapshot.body
-        }
-
-        /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be
-        /// streamed from there.
-        static func assembleMultipart(_ value: Request) throws -> Request {
-            var multipart = MultipartBody()
-            for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
-            multipart.parts += value.files
-            let file = FileManager.default.temporaryDirectory.appendingPathComponent("RestManager-\(UUID().uuidString).multipart")
-            do { try multipart.write(to: file) } catch {
-                try? FileManager.default.removeItem(at: file)
-                throw error
-            }
-            var streamed = value
-            (streamed.files, streamed.bodyParameters, streamed.bodyFile) = ([], RestEntity(), file)
-            streamed.headers.add(value: multipart.contentType, forKey: "Content-Type")
-            return streamed
         }
 
         /// `url` itself when absolute; else `base` and `url` joined with exactly one "/", then their queries with "&"
@@ -1551,53 +1445,51 @@ public final class RestManager: @unchecked Sendable {
         return try body(&state)
     }
 
+    /// The manager's state now: what a call made now sends.
+    func currentSnapshot() -> Snapshot { withState { $0 } }
+
+    /// Adds a multipart part to the manager's files, and what streams file parts from disk.
+    func addPart(_ part: MultipartBody.Part, assembler: @escaping @Sendable (Request) throws -> Request) {
+        withState { state in
+            state.files.append(part)
+            state.assembleBody = assembler
+        }
+    }
+
     /// The one core request path: every public call ends here, built and started on the caller's thread as raw
     /// URLSession's.
-    private func perform(
-        _ value: Request, snapshot: Snapshot, progress: (@Sendable (TransferProgress) -> Void)? = nil,
-        completion: @escaping @Sendable (Results) -> Void
-    ) -> RequestHandle {
+    func perform(_ value: Request, snapshot: Snapshot, completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
         snapshot.maximumRedirects = max(0, snapshot.maximumRedirects)
         snapshot.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
-        // One serial queue on `callbackQueue` keeps progress reports in order and before the completion.
-        let queue = progress == nil ? snapshot.callbackQueue : DispatchQueue(label: "RestManager.progress", target: snapshot.callbackQueue)
         let started = DispatchTime.now()
         var named = URLRequest(url: value.url)
         named.httpMethod = value.method.name
         let reportFinished = snapshot.eventHandler.map { handler in
             { @Sendable (results: Results, request: URLRequest) in handler(.finished(request, results, duration: Self.seconds(since: started))) }
         }
-        let handle = RequestHandle(queue: queue, request: named, reportFinished: reportFinished, completion: completion)
-        let report = progress.map { progress in { @Sendable (figure: TransferProgress) in queue.async { progress(figure) } } }
-        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }) else {
-            start(value, snapshot: snapshot, handle: handle, report: report, temporaryFile: nil)
+        let handle = RequestHandle(queue: snapshot.callbackQueue, request: named, reportFinished: reportFinished, completion: completion)
+        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }), let assemble = value.assembleBody
+        else {
+            start(value, snapshot: snapshot, handle: handle)
             return handle
         }
         // Assembling a multipart body copies files: not on the caller's thread.
         DispatchQueue.global(qos: .userInitiated).async { [snapshot] in
             do {
-                let streamed = try RequestBuilder.assembleMultipart(value)
-                self.start(streamed, snapshot: snapshot, handle: handle, report: report, temporaryFile: streamed.bodyFile)
+                self.start(try assemble(value), snapshot: snapshot, handle: handle)
             } catch { handle.deliver(Results(withError: CustomError.wrap(error))) }
         }
         return handle
     }
 
-    private func start(
-        _ value: Request, snapshot: Snapshot, handle: RequestHandle,
-        report: (@Sendable (TransferProgress) -> Void)?, temporaryFile: URL?
-    ) {
+    private func start(_ value: Request, snapshot: Snapshot, handle: RequestHandle) {
         let request: URLRequest
-        let transfer: Transfer
         do {
             request = try RequestBuilder.build(value, snapshot: snapshot)
-            transfer = Transfer(
-                download: try value.destination.map(DownloadFile.init), bodyFile: value.bodyFile,
-                temporaryFile: temporaryFile, report: report, stream: value.stream)
+            try value.transfer?.open()
         } catch {
-            if let temporaryFile { try? FileManager.default.removeItem(at: temporaryFile) }
             handle.deliver(Results(withError: CustomError.wrap(error)))
             return
         }
@@ -1605,11 +1497,11 @@ public final class RestManager: @unchecked Sendable {
         let method = value.method
         let interceptors = snapshot.interceptors + value.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
-        guard snapshot.deduplicates, method == .get || method == .head, value.destination == nil, value.stream == nil,
+        guard snapshot.deduplicates, method == .get || method == .head, value.transfer == nil, value.stream == nil,
             value.interceptors.isEmpty
         else {
             let exchange = Exchange(
-                request: request, snapshot: snapshot, interceptors: interceptors, transport: transport, transfer: transfer, onFinish: nil)
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, onFinish: nil)
             if exchange.add(handle) { exchange.start() }
             return
         }
@@ -1619,7 +1511,7 @@ public final class RestManager: @unchecked Sendable {
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
             let exchange = Exchange(
-                request: request, snapshot: snapshot, interceptors: interceptors, transport: transport, transfer: transfer
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport
             ) { finished in
                 inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
             }
@@ -1674,164 +1566,6 @@ public final class RestManager: @unchecked Sendable {
         }
 
         deinit { session.finishTasksAndInvalidate() }
-    }
-
-    /// A download's file: bytes to `<destination>.part`, the validator to resume them by to `….part.validator` (under
-    /// the exchange's lock).
-    final class DownloadFile: @unchecked Sendable {
-        let destination: URL
-        private var partial: URL { URL(fileURLWithPath: destination.path + ".part") }
-        private var validatorFile: URL { URL(fileURLWithPath: destination.path + ".part.validator") }
-        private var output: FileStream?
-        private var sentValidator: String?
-        private var offset: Int64 = 0, written: Int64 = 0, total: Int64?
-        /// Where the current 206 must end (its Content-Range's last byte + 1); nil for a 200.
-        private var rangeEnd: Int64?
-        /// Windows in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
-        private var emptyWindows = 0
-        /// `<destination>.part.lock`, locked (`flock`) while this download runs.
-        private var lock: Int32 = -1
-        /// `windowed`: whether each request asks for one `window` (false once a first window came without the validator
-        /// that keeps windows from mixing versions, or as a 416: an empty file); `continues`: whether another window
-        /// follows this one.
-        private var restarted = false, continues = false, windowed = true
-        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
-        /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
-        static let window: Int64 = 8 << 20
-
-        /// Checks the destination and creates its missing parent folders.
-        init(destination: URL) throws {
-            self.destination = destination
-            var isFolder: ObjCBool = false
-            guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
-            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
-                throw FileStream.failure(destination, "it is a folder")
-            }
-            var status = stat()
-            if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
-                throw FileStream.notRegular(destination)
-            }
-            guard destination.lastPathComponent.utf8.count <= 240 else {
-                throw FileStream.failure(destination, "its name is longer than 240 bytes (its partial files add 15)")
-            }
-            do { try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true) } catch {
-                throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
-            }
-            // One writer per destination, in this process or another (two resuming one `.part` corrupted it).
-            lock = open(destination.path + ".part.lock", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-                release()
-                throw FileStream.failure(destination, "another download to it is in progress")
-            }
-        }
-
-        /// Closes the files and lets the next download to this destination start.
-        func release() {
-            close()
-            if lock >= 0 { Foundation.close(lock) }
-            lock = -1
-        }
-
-        deinit { release() }
-
-        /// Bytes on disk so far (a resumed download counts what it started from).
-        var progress: TransferProgress { TransferProgress(completedBytes: offset + written, totalBytes: total) }
-        var isWriting: Bool { output != nil }
-        /// Asks for the rest of a partial file that has a validator; otherwise starts from nothing.
-        func prepare(_ request: inout URLRequest) {
-            close()
-            let size = FileStream.size(partial) ?? 0
-            // A validator is read only from a regular file (a link could point anywhere).
-            let validatorText = FileStream.isRegularFile(validatorFile) ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
-            let validator = size > 0 ? validatorText.flatMap { $0.isEmpty ? nil : $0 } : nil
-            (offset, written, total, sentValidator, continues) = (validator == nil ? 0 : size, 0, nil, validator, false)
-            let last = windowed ? String(offset + Self.window - 1) : ""
-            request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
-            request.setValue(validator, forHTTPHeaderField: "If-Range")
-            // Ranges count the bytes as sent, and the file must be those bytes.
-            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        }
-
-        enum Start { case writing, inMemory, restart, unusable }
-
-        /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another
-        /// 206 start over once.
-        func begin(_ response: HTTPURLResponse) throws -> Start {
-            let status = response.statusCode
-            let validator =
-                response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
-                ?? response.value(forHTTPHeaderField: "Last-Modified")
-            let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
-            if windowed, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
-                windowed = false
-                return .restart
-            }
-            if status == 206 || (status == 416 && sentValidator != nil) {
-                // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
-                let echoed = response.value(forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
-                guard status == 206, let range, range.start == offset, sentValidator == nil || echoed == nil || echoed == sentValidator else {
-                    if restarted { return .unusable }
-                    restarted = true
-                    for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
-                    return .restart
-                }
-                (total, continues) = (range.total, windowed)
-                rangeEnd = range.last + 1
-                output = try FileStream(writingTo: partial, append: offset > 0)
-                if sentValidator == nil { try saveValidator(validator) }
-                return .writing
-            }
-            guard (200..<300).contains(status) else { return .inMemory }
-            (offset, total) = (0, response.expectedContentLength >= 0 ? response.expectedContentLength : nil)
-            rangeEnd = nil
-            output = try FileStream(writingTo: partial, append: false)
-            try saveValidator(validator)
-            return .writing
-        }
-
-        private func saveValidator(_ validator: String?) throws {
-            let file = try FileStream(writingTo: validatorFile, append: false)
-            try file.write(Data((validator ?? "").utf8))
-            try file.finish()
-        }
-
-        /// Appends `data`; bytes past the 206's Content-Range are not written, and fail the call.
-        func write(_ data: Data) throws {
-            let room = rangeEnd.map { $0 - offset - written } ?? Int64(data.count)
-            try output?.write(data.prefix(Int(max(0, min(room, Int64(data.count))))))
-            written += min(room, Int64(data.count))
-            if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }
-        }
-
-        /// A server that breaks the range rules: never retried (the same answer would come again).
-        static func violation(_ reason: String) -> CustomError {
-            .transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: "The server's answer is unusable: " + reason]))
-        }
-
-        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one
-        /// atomic rename.
-        func complete() throws -> Bool {
-            guard let output else { throw CustomError.invalidResponse }
-            self.output = nil
-            try output.finish()
-            emptyWindows = written > 0 ? 0 : emptyWindows + 1
-            guard emptyWindows < 3 else { throw Self.violation("3 answers in a row to a range request brought no byte") }
-            if continues, let total, offset + written < total { return false }
-            guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
-            for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
-            return true
-        }
-
-        func close() { output = nil }  // FileStream closes its file when released
-
-        /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`, and must be past `last` when given).
-        static func contentRange(_ text: String) -> (start: Int64, last: Int64, total: Int64?)? {
-            let parts = text.split { " -/".contains($0) }
-            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
-                last >= start, last < Int64.max, Int64(parts[3]).map({ $0 > last }) ?? (parts[3] == "*")
-            else { return nil }
-            return (start, last, Int64(parts[3]))
-        }
     }
 
     /// A streamed body between the exchange (the delegate queue appends) and its one reader; the call's completion ends
@@ -1981,12 +1715,41 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// What a call streams: a download's file, an upload's body file (a temporary one is removed with its exchange),
-    /// and where progress goes.
-    struct Transfer: Sendable {
-        var download: DownloadFile?, bodyFile: URL?, temporaryFile: URL?
-        var report: (@Sendable (TransferProgress) -> Void)?
-        var stream: StreamBuffer?
+    /// The body seam: where an answer's body goes when not to memory, and what progress it reports. The transfers
+    /// add-on implements it (a download's file, an upload's body file); the exchange calls it under its lock, on the
+    /// session's delegate queue: `open` once, then per request `prepare`, `begin` at the head, `write` per chunk of a
+    /// body it took, `complete` after a 2xx; `release` when the call ends.
+    protocol Transfer: AnyObject, Sendable {
+        /// Whether the exchange should ask for progress reports (about ten a second, and once at a success).
+        var reportsProgress: Bool { get }
+        /// Checks and claims the files before the first request; throwing ends the call with that error.
+        func open() throws
+        /// Adjusts each request as it goes out (a download asks for its next window).
+        func prepare(_ request: inout URLRequest)
+        /// Where the body of the answer whose head this is goes.
+        func begin(_ response: HTTPURLResponse) throws -> BodyTarget
+        /// A chunk of a body that `begin` took (`.transfer`).
+        func write(_ data: Data) throws
+        /// A 2xx answer ended; false when the request must go out again (the next window).
+        func complete() throws -> Bool
+        /// Reports how far the transfer has come; `final` once, when the call succeeded.
+        func reportProgress(of task: URLSessionTask?, final: Bool)
+        /// The call is over: close files, let others use them.
+        func release()
+    }
+
+    /// Where an answer's body goes.
+    enum BodyTarget {
+        /// Kept in memory, up to `maximumResponseSize`.
+        case memory
+        /// Its first 64 KiB kept, for `.unacceptableStatusCode` (a download's or a stream's error answer).
+        case errorBody
+        /// To the transfer's `write`.
+        case transfer
+        /// To the reader of `stream(_:)`.
+        case stream
+        /// Not read: the request goes out again at once.
+        case restart
     }
 
     /// One call on the wire: its attempts, redirects, deadline, body as it arrives, and the handles waiting for it.
@@ -2038,26 +1801,26 @@ public final class RestManager: @unchecked Sendable {
         private var body = Data()
         private let firstRequest: URLRequest
         private let started = DispatchTime.now()
-        // Transfers (nothing when off).
-        private let transfer: Transfer
-        private let uploadSize: Int64?
+        /// Where the current answer's body goes.
+        private var target = BodyTarget.memory
+        private let transfer: (any Transfer)?
+        private let stream: StreamBuffer?
+        /// The file the body is sent from (none after a redirect that makes the request a GET).
+        private let firstBodyFile: URL?
         private var bodyFile: URL?
-        private var lastProgress: TransferProgress?
         /// When the last byte arrived: a stream ends after `idleTimeout` without one.
         private var lastActivity = DispatchTime.now()
 
         init(
-            request: URLRequest, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport, transfer: Transfer,
+            request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport,
             onFinish: (@Sendable (Exchange) -> Void)?
         ) {
-            (self.transfer, self.settings, self.transport, self.onFinish) = (transfer, snapshot, transport, onFinish)
+            (self.settings, self.transport, self.onFinish) = (snapshot, transport, onFinish)
             (self.request, self.firstRequest, self.firstURL) = (request, request, request.url ?? URL(fileURLWithPath: "/"))
             self.attemptRequest = request
             self.interceptors = interceptors
-            (self.bodyFile, self.uploadSize) = (transfer.bodyFile, transfer.bodyFile.flatMap(FileStream.size))
+            (transfer, stream, firstBodyFile) = (value.transfer, value.stream, value.bodyFile)
         }
-
-        deinit { if let file = transfer.temporaryFile { try? FileManager.default.removeItem(at: file) } }
 
         /// Adds a waiting handle; false when this exchange has already finished.
         func add(_ handle: RequestHandle) -> Bool {
@@ -2071,8 +1834,8 @@ public final class RestManager: @unchecked Sendable {
         func start() {
             // A billion seconds is "never", and keeps the arithmetic in range.
             guard startTimer(after: min(settings.timeout, 1e9), { [weak self] in self?.deadlinePassed() }) else { return }
-            if transfer.report != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
-            if transfer.stream != nil {
+            if transfer?.reportsProgress == true { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
+            if stream != nil {
                 let check = min(max(settings.idleTimeout / 8, 0.01), 1)
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
@@ -2129,7 +1892,7 @@ public final class RestManager: @unchecked Sendable {
             let proceed = lock.withLock { () -> Bool in
                 guard !finished else { return false }
                 state = .sending(attempt: number, redirects: 0)
-                bodyFile = transfer.bodyFile
+                bodyFile = firstBodyFile
                 request = next
                 attemptRequest = next
                 return true
@@ -2143,7 +1906,7 @@ public final class RestManager: @unchecked Sendable {
         /// after the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
         private func attemptEnded(_ results: Results) {
             // A stream whose body the caller has begun to get cannot be sent again.
-            guard !interceptors.isEmpty, transfer.stream?.isOpen != true else { return finish(results) }
+            guard !interceptors.isEmpty, stream?.isOpen != true else { return finish(results) }
             let (sent, number) = lock.withLock { () -> (URLRequest, Int) in
                 if !finished { state = .deciding(attempt: state.attempt) }
                 return (attemptRequest, state.attempt)
@@ -2207,12 +1970,12 @@ public final class RestManager: @unchecked Sendable {
         private func send(_ request: URLRequest) {
             var request = request
             let file = lock.withLock { () -> URL? in
-                transfer.download?.prepare(&request)
+                transfer?.prepare(&request)
                 return bodyFile
             }
             // Progress needs the delegate's per-chunk calls (FoundationNetworking counts bytes sent only there).
             let task =
-                file.map { transfer.report == nil ? upload(request, from: $0) : transport.session.uploadTask(with: request, fromFile: $0) }
+                file.map { transfer?.reportsProgress != true ? upload(request, from: $0) : transport.session.uploadTask(with: request, fromFile: $0) }
                 ?? transport.session.dataTask(with: request)
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
@@ -2246,35 +2009,31 @@ public final class RestManager: @unchecked Sendable {
 
         func received(response: URLResponse, from task: URLSessionDataTask) {
             do {
-                var opened: HTTPURLResponse?
-                let restart = try lock.withLock { () throws -> URLRequest? in
+                let head = try lock.withLock { () throws -> BodyTarget? in
                     guard task === self.task, !finished else { return nil }
                     lastActivity = .now()
-                    if transfer.stream != nil {
+                    let http = response as? HTTPURLResponse
+                    if stream != nil {
                         // A 2xx head opens the stream; another answer is decided on whole, as any call's.
-                        opened = (response as? HTTPURLResponse).flatMap { (200..<300).contains($0.statusCode) ? $0 : nil }
-                        return nil
+                        target = (200..<300).contains(http?.statusCode ?? 0) ? .stream : .errorBody
+                    } else if let transfer, let http {
+                        target = try transfer.begin(http)
+                    } else {
+                        target = .memory
+                        // The announced length (compressed bytes, if any) is a good first guess for the size; capped: a
+                        // header may announce anything (30 GB with a limit of Int.max would trap).
+                        let expected = min(response.expectedContentLength, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20)))
+                        if expected > 0 { body.reserveCapacity(Int(expected)) }
                     }
-                    if let download = transfer.download, let http = response as? HTTPURLResponse {
-                        switch try download.begin(http) {
-                        case .writing, .inMemory: return nil
-                        case .restart:
-                            self.task = nil
-                            return request
-                        case .unusable: throw CustomError.invalidResponse
-                        }
-                    }
-                    // The announced length (compressed bytes, if any) is a good first guess for the size.
-                    let expected = response.expectedContentLength
-                    // Capped: a header may announce anything (30 GB with a limit of Int.max would trap).
-                    if expected > 0 { body.reserveCapacity(Int(min(expected, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20))))) }
-                    return nil
+                    if target == .restart { self.task = nil }
+                    return target
                 }
-                if let restart {
+                if head == .restart {
                     cancelLater(task)
-                    send(restart)
+                    send(lock.withLock { request })
+                } else if head == .stream, let http = response as? HTTPURLResponse {
+                    stream?.open(Response(fromURLResponse: http))
                 }
-                if let opened { transfer.stream?.open(Response(fromURLResponse: opened)) }
             } catch { fail(error) }
         }
 
@@ -2283,44 +2042,26 @@ public final class RestManager: @unchecked Sendable {
                 try lock.withLock {
                     guard task === self.task, !finished else { return }
                     lastActivity = .now()
-                    if let stream = transfer.stream {
-                        // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
-                        guard stream.isOpen else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
-                        return try stream.append(data)
+                    switch target {
+                    case .stream: try stream?.append(data)
+                    case .transfer: try transfer?.write(data)
+                    case .errorBody, .restart: body.append(data.prefix(max(0, 65_536 - body.count)))
+                    case .memory:
+                        // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow
+                        // past the limit in memory.
+                        if let limit = settings.maximumResponseSize, body.count + data.count > limit {
+                            throw CustomError.responseTooLarge(limit: limit)
+                        }
+                        body.append(data)
                     }
-                    if let download = transfer.download {
-                        // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
-                        guard download.isWriting else { return body.append(data.prefix(max(0, 65_536 - body.count))) }
-                        return try download.write(data)
-                    }
-                    // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow past
-                    // the limit in memory.
-                    if let limit = settings.maximumResponseSize, body.count + data.count > limit { throw CustomError.responseTooLarge(limit: limit) }
-                    body.append(data)
                 }
             } catch { fail(error) }
         }
 
-        func reportProgress() { lock.withLock { reportProgressLocked(final: false) } }
-        /// Reports the figure when it has moved forward; with the lock held, so reports stay in order.
-        private func reportProgressLocked(final: Bool) {
-            guard let report = transfer.report, final || !finished else { return }
-            var figure: TransferProgress
-            if let download = transfer.download {
-                guard download.isWriting || final else { return }  // nothing to tell before a 2xx answer starts the file
-                figure = download.progress
-                if final { figure.totalBytes = figure.completedBytes }
-            } else if final, let uploadSize {
-                figure = TransferProgress(completedBytes: uploadSize, totalBytes: uploadSize)
-            } else if let task {
-                let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : uploadSize
-                figure = TransferProgress(completedBytes: task.countOfBytesSent, totalBytes: expected)
-            } else {
-                return
+        func reportProgress() {
+            lock.withLock {
+                if !finished { transfer?.reportProgress(of: task, final: false) }
             }
-            guard figure != lastProgress, figure.completedBytes >= lastProgress?.completedBytes ?? 0 else { return }
-            lastProgress = figure
-            report(figure)
         }
 
         func completed(_ task: URLSessionTask, error: Error?) {
@@ -2359,8 +2100,8 @@ public final class RestManager: @unchecked Sendable {
             {
                 return redirect(from: http, to: location)
             }
-            if let download = transfer.download, (200..<300).contains(http.statusCode) {
-                do { if try !lock.withLock({ try download.complete() }) { return send(lock.withLock { request }) } } catch { return fail(error) }
+            if let transfer, (200..<300).contains(http.statusCode) {
+                do { if try !lock.withLock({ try transfer.complete() }) { return send(lock.withLock { request }) } } catch { return fail(error) }
             }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
@@ -2405,7 +2146,7 @@ public final class RestManager: @unchecked Sendable {
         private func finish(_ results: Results) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished else { return nil }
-                if results.isSuccess { reportProgressLocked(final: true) }
+                if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
                 state = .finished
                 defer { handles = []; body = Data() }
                 return (handles, takeResources(), request)
@@ -2421,7 +2162,7 @@ public final class RestManager: @unchecked Sendable {
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
         private func takeResources() -> Resources {
-            transfer.download?.release()
+            transfer?.release()
             defer { (task, timers) = (nil, []) }
             return (task, timers)
         }
@@ -2432,7 +2173,7 @@ public final class RestManager: @unchecked Sendable {
             guard let task = resources.task else { return }
             // An open stream has no redirect to decide; cancelling from the delegate queue would block it while libcurl
             // goes on reading, piling chunks up behind it (a whole fast body).
-            if transfer.stream?.isOpen == true {
+            if stream?.isOpen == true {
                 DispatchQueue.global().async { task.cancel() }
             } else {
                 cancelLater(task)
@@ -2517,7 +2258,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// Runs a completion-handler call as `async`, cancelled with the surrounding Task (one that is already cancelled
     /// gets `cancelled` at once: nothing is sent). The completion runs once, so the continuation resumes once.
-    private func withCancellableHandle<Value: Sendable>(
+    func withCancellableHandle<Value: Sendable>(
         cancelled: Value,
         _ start: @escaping @Sendable (_ completion: @escaping @Sendable (Value) -> Void) -> RequestHandle
     ) async -> Value {
@@ -2534,77 +2275,6 @@ public final class RestManager: @unchecked Sendable {
         } onCancel: {
             slot.withLock { $0.cancelled = true }
             slot.withLock { $0.handle }?.cancel()
-        }
-    }
-
-    /// A file written with C stdio (no exceptions on any platform); errors are `CustomError`s.
-    final class FileStream {
-        private var file: UnsafeMutablePointer<FILE>?
-        private let url: URL
-
-        /// Opens a regular file without following a link (a planted `.part -> victim` is refused, a FIFO does not block).
-        init(writingTo url: URL, append: Bool) throws {
-            self.url = url
-            let descriptor = open(url.path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0o644)
-            guard descriptor >= 0 else { throw Self.failure(url, errno == ELOOP ? "it is a symbolic link" : nil) }
-            var status = stat()
-            guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-                Foundation.close(descriptor)
-                throw Self.failure(url, "it is not a regular file")
-            }
-            if !append, ftruncate(descriptor, 0) != 0 {
-                Foundation.close(descriptor)
-                throw Self.failure(url)
-            }
-            file = fdopen(descriptor, append ? "ab" : "wb")
-            if file == nil {
-                Foundation.close(descriptor)
-                throw Self.failure(url)
-            }
-        }
-
-        func write(_ data: Data) throws {
-            guard let file, data.withUnsafeBytes({ fwrite($0.baseAddress, 1, $0.count, file) }) == data.count else { throw Self.failure(url) }
-        }
-
-        /// Closes the file: the last buffered bytes are written now, so a full disk may show here, as `.fileAccessFailed`.
-        func finish() throws {
-            guard let file else { return }
-            self.file = nil
-            guard fclose(file) == 0 else { throw Self.failure(url) }
-        }
-
-        deinit { if let file { fclose(file) } }
-
-        /// Whether `url` names a regular file itself (not through a link).
-        static func isRegularFile(_ url: URL) -> Bool {
-            var status = stat()
-            return lstat(url.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
-        }
-
-        /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file.
-        static func check(_ url: URL) throws {
-            var isFolder: ObjCBool = false
-            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
-                throw failure(url, "it does not exist")
-            }
-            guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
-            guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
-        }
-
-        /// Also a regular file: a body sent as is needs a size (a FIFO went out as `Content-Length: 0`).
-        static func checkSendable(_ url: URL) throws {
-            try check(url)
-            var status = stat()
-            guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw notRegular(url) }
-        }
-
-        static func notRegular(_ url: URL) -> CustomError { failure(url, "it is not a regular file (a device, FIFO or socket)") }
-
-        static func size(_ url: URL) -> Int64? { ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value }
-        /// `.fileAccessFailed` with `reason`, or the system's reason for the last failed call.
-        static func failure(_ url: URL, _ reason: String? = nil) -> CustomError {
-            .fileAccessFailed(url, reason: reason ?? String(cString: strerror(errno)))
         }
     }
 
@@ -2635,6 +2305,15 @@ extension RestManager.Interceptor {
     public func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
         .deliver
     }
+}
+
+extension RestManager.Transfer {
+    func open() throws {}
+    func prepare(_ request: inout URLRequest) {}
+    func begin(_ response: HTTPURLResponse) throws -> RestManager.BodyTarget { .memory }
+    func write(_ data: Data) throws {}
+    func complete() throws -> Bool { true }
+    func release() {}
 }
 
 extension Optional: RestManager.EmptyBodyDecodable {

@@ -1,0 +1,470 @@
+//  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, in 8 MiB windows, never
+//  written through a link), uploads from a file, multipart files streamed from disk, and progress. Built on the core's
+//  body seam (`RestManager.Transfer`): the exchange hands it each answer's head and bytes.
+
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension RestManager {
+
+    // MARK: - Public API
+
+    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers and credential;
+    /// not its query or body) and calls `completion` once, on `callbackQueue`.
+    ///
+    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx
+    /// is `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding
+    /// memory; the next call to the same destination resumes an interrupted `.part`, or starts over when the server's
+    /// file changed. A second download to a destination in use fails at once with `.fileAccessFailed`.
+    /// ```swift
+    /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
+    /// ```
+    @discardableResult
+    public func download(
+        fromURL url: URL,
+        to destination: URL,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<URL, CustomError>) -> Void
+    ) -> RequestHandle {
+        var request = Request(.get, url: url)
+        var snapshot = currentSnapshot()
+        request.transfer = DownloadFile(destination: destination, reporter: ProgressReporter(progress, snapshot: &snapshot))
+        return perform(request, snapshot: snapshot) { completion($0.validated(destination)) }
+    }
+
+    /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
+    /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
+    public func download(
+        fromURL url: URL,
+        to destination: URL,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async throws -> URL {
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
+            self.download(fromURL: url, to: destination, progress: progress, completion: $0)
+        }.get()
+    }
+
+    /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
+    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
+    /// device fails with `.fileAccessFailed`.
+    @discardableResult
+    public func upload(
+        fileAt fileURL: URL,
+        toURL url: URL,
+        withHttpMethod httpMethod: HttpMethod = .post,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        completion: @escaping @Sendable (Results) -> Void
+    ) -> RequestHandle {
+        var request = Request(httpMethod, url: url)
+        var snapshot = currentSnapshot()
+        request.bodyFile = fileURL
+        request.transfer = UploadFile(fileURL, temporary: false, reporter: ProgressReporter(progress, snapshot: &snapshot))
+        return perform(request, snapshot: snapshot, completion: completion)
+    }
+
+    /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
+    public func upload(
+        fileAt fileURL: URL,
+        toURL url: URL,
+        withHttpMethod httpMethod: HttpMethod = .post,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async -> Results {
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
+            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: $0)
+        }
+    }
+
+    /// Adds the file at `fileURL` to send as `multipart/form-data` (`fileName` defaults to its own name), streamed from
+    /// disk: the body is assembled in a temporary file, removed when the call ends, never read whole into memory.
+    public func addFile(at fileURL: URL, fieldName: String, fileName: String? = nil, mimeType: String) {
+        let name = fileName ?? fileURL.lastPathComponent
+        var part = MultipartBody.Part(name: fieldName, fileName: name, contentType: mimeType, data: Data())
+        part.fileURL = fileURL
+        addPart(part, assembler: Self.assembleMultipart)
+    }
+
+    /// How far a download or upload has come, reported on `callbackQueue` about ten times a second and once at the end;
+    /// `completedBytes` never decreases (a resumed download counts what was on disk).
+    public struct TransferProgress: Sendable, Equatable {
+        /// Bytes transferred so far.
+        public var completedBytes: Int64
+        /// The size, from `Content-Length` or `Content-Range` (or the file's); nil when unknown.
+        public var totalBytes: Int64?
+
+        /// A figure.
+        public init(completedBytes: Int64, totalBytes: Int64?) {
+            self.completedBytes = completedBytes
+            self.totalBytes = totalBytes
+        }
+
+        /// From 0 to 1, or nil when the size is not known (1 for an empty transfer).
+        public var fractionCompleted: Double? {
+            totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 }
+        }
+    }
+
+    // MARK: - Progress
+
+    /// Sends figures that moved forward to the caller's progress handler, on a serial queue that the call's completion
+    /// also uses (so every report comes before it). Called under the exchange's lock: reports stay in order.
+    final class ProgressReporter: @unchecked Sendable {
+        private let handler: @Sendable (TransferProgress) -> Void
+        private let queue: DispatchQueue
+        private var last: TransferProgress?
+
+        /// Nil without a handler; otherwise the snapshot's callback queue becomes a serial one in front of it.
+        init?(_ handler: (@Sendable (TransferProgress) -> Void)?, snapshot: inout Snapshot) {
+            guard let handler else { return nil }
+            self.handler = handler
+            queue = DispatchQueue(label: "RestManager.progress", target: snapshot.callbackQueue)
+            snapshot.callbackQueue = queue
+        }
+
+        func report(_ figure: TransferProgress) {
+            guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }
+            last = figure
+            queue.async { [handler] in handler(figure) }
+        }
+    }
+
+    // MARK: - Uploads
+
+    /// A body sent from a file: checked before the first request, its progress read from the task. A temporary file
+    /// (an assembled multipart body) is removed when the call is over.
+    final class UploadFile: Transfer, @unchecked Sendable {
+        private let file: URL
+        private let temporary: Bool
+        private let reporter: ProgressReporter?
+        private var size: Int64?
+
+        init(_ file: URL, temporary: Bool, reporter: ProgressReporter?) {
+            self.file = file
+            self.temporary = temporary
+            self.reporter = reporter
+        }
+
+        deinit {
+            if temporary { try? FileManager.default.removeItem(at: file) }
+        }
+
+        var reportsProgress: Bool { reporter != nil }
+
+        /// A body sent as is needs a size: a FIFO went out as `Content-Length: 0`.
+        func open() throws {
+            try FileStream.check(file)
+            var status = stat()
+            guard stat(file.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw FileStream.notRegular(file) }
+            size = FileStream.size(file)
+        }
+
+        func reportProgress(of task: URLSessionTask?, final: Bool) {
+            guard let reporter else { return }
+            if final, let size {
+                reporter.report(TransferProgress(completedBytes: size, totalBytes: size))
+            } else if let task {
+                let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : size
+                reporter.report(TransferProgress(completedBytes: task.countOfBytesSent, totalBytes: expected))
+            }
+        }
+    }
+
+    /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be
+    /// streamed from there.
+    @Sendable
+    static func assembleMultipart(_ value: Request) throws -> Request {
+        var multipart = MultipartBody()
+        for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
+        multipart.parts += value.files
+        let name = "RestManager-\(UUID().uuidString).multipart"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(name)
+        let upload = UploadFile(file, temporary: true, reporter: nil)
+        try write(multipart, to: file)
+        var streamed = value
+        streamed.files = []
+        streamed.bodyParameters = RestEntity()
+        streamed.bodyFile = file
+        streamed.transfer = upload
+        streamed.headers.add(value: multipart.contentType, forKey: "Content-Type")
+        return streamed
+    }
+
+    /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
+    private static func write(_ multipart: MultipartBody, to file: URL) throws {
+        let output = try FileStream(writingTo: file, append: false)
+        for part in multipart.parts {
+            try output.write(multipart.head(of: part) + part.data)  // a file part has no data: its bytes come from its file
+            if let source = part.fileURL {
+                try FileStream.check(source)
+                guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
+                defer { fclose(input) }
+                var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                while case let count = fread(&buffer, 1, buffer.count, input), count > 0 {
+                    try output.write(Data(buffer[..<count]))
+                }
+                guard ferror(input) == 0 else { throw FileStream.failure(source, "it cannot be read") }
+            }
+            try output.write(Data("\r\n".utf8))
+        }
+        try output.write(Data("--\(multipart.boundary)--\r\n".utf8))
+        try output.finish()
+    }
+
+    // MARK: - Downloads
+
+    /// A download's file: bytes to `<destination>.part`, the validator to resume them by to `….part.validator`, one
+    /// writer at a time by `….part.lock` (called under the exchange's lock).
+    final class DownloadFile: Transfer, @unchecked Sendable {
+        let destination: URL
+        private let reporter: ProgressReporter?
+        private var partial: URL { URL(fileURLWithPath: destination.path + ".part") }
+        private var validatorFile: URL { URL(fileURLWithPath: destination.path + ".part.validator") }
+        private var output: FileStream?
+        private var sentValidator: String?
+        private var offset: Int64 = 0
+        private var written: Int64 = 0
+        private var total: Int64?
+        /// Where the current 206 must end (its Content-Range's last byte + 1); nil for a 200.
+        private var rangeEnd: Int64?
+        /// Windows in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
+        private var emptyWindows = 0
+        /// `<destination>.part.lock`, locked (`flock`) while this download runs.
+        private var lock: Int32 = -1
+        /// Whether the partial file was already started over once (a second mismatch is `.invalidResponse`).
+        private var restarted = false
+        /// Whether another window follows this one.
+        private var continues = false
+        /// Whether each request asks for one `window`: false once a first window came without the validator that keeps
+        /// windows from mixing versions, or as a 416 (an empty file).
+        private var windowed = true
+        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
+        /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
+        static let window: Int64 = 8 << 20
+
+        init(destination: URL, reporter: ProgressReporter?) {
+            self.destination = destination
+            self.reporter = reporter
+        }
+
+        deinit { release() }
+
+        var reportsProgress: Bool { reporter != nil }
+
+        /// Checks the destination, creates its missing parent folders and takes its lock.
+        func open() throws {
+            var isFolder: ObjCBool = false
+            guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
+            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
+                throw FileStream.failure(destination, "it is a folder")
+            }
+            var status = stat()
+            if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
+                throw FileStream.notRegular(destination)
+            }
+            guard destination.lastPathComponent.utf8.count <= 240 else {
+                throw FileStream.failure(destination, "its name is longer than 240 bytes (its partial files add 15)")
+            }
+            let folder = destination.deletingLastPathComponent()
+            do { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) } catch {
+                throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
+            }
+            // One writer per destination, in this process or another (two resuming one `.part` corrupted it).
+            lock = Foundation.open(destination.path + ".part.lock", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+                release()
+                throw FileStream.failure(destination, "another download to it is in progress")
+            }
+        }
+
+        /// Closes the files and lets the next download to this destination start.
+        func release() {
+            output = nil  // FileStream closes its file when released
+            if lock >= 0 { close(lock) }
+            lock = -1
+        }
+
+        /// Asks for the rest of a partial file that has a validator; otherwise starts from nothing.
+        func prepare(_ request: inout URLRequest) {
+            output = nil
+            let size = FileStream.size(partial) ?? 0
+            // A validator is read only from a regular file (a link could point anywhere).
+            let validatorText =
+                FileStream.isRegularFile(validatorFile) ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
+            let validator = size > 0 ? validatorText.flatMap { $0.isEmpty ? nil : $0 } : nil
+            offset = validator == nil ? 0 : size
+            written = 0
+            total = nil
+            sentValidator = validator
+            continues = false
+            let last = windowed ? String(offset + Self.window - 1) : ""
+            request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
+            request.setValue(validator, forHTTPHeaderField: "If-Range")
+            // Ranges count the bytes as sent, and the file must be those bytes.
+            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+
+        /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another
+        /// 206 start over once.
+        func begin(_ response: HTTPURLResponse) throws -> BodyTarget {
+            let status = response.statusCode
+            let validator =
+                response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
+                ?? response.value(forHTTPHeaderField: "Last-Modified")
+            let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
+            if windowed, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
+                windowed = false
+                return .restart
+            }
+            if status == 206 || (status == 416 && sentValidator != nil) {
+                // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
+                let echoed = response.value(forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
+                guard status == 206, let range, range.start == offset, sentValidator == nil || echoed == nil || echoed == sentValidator
+                else {
+                    if restarted { throw CustomError.invalidResponse }
+                    restarted = true
+                    for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
+                    return .restart
+                }
+                total = range.total
+                continues = windowed
+                rangeEnd = range.last + 1
+                output = try FileStream(writingTo: partial, append: offset > 0)
+                if sentValidator == nil { try saveValidator(validator) }
+                return .transfer
+            }
+            // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
+            guard (200..<300).contains(status) else { return .errorBody }
+            offset = 0
+            total = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
+            rangeEnd = nil
+            output = try FileStream(writingTo: partial, append: false)
+            try saveValidator(validator)
+            return .transfer
+        }
+
+        private func saveValidator(_ validator: String?) throws {
+            let file = try FileStream(writingTo: validatorFile, append: false)
+            try file.write(Data((validator ?? "").utf8))
+            try file.finish()
+        }
+
+        /// Appends `data`; bytes past the 206's Content-Range are not written, and fail the call.
+        func write(_ data: Data) throws {
+            let room = rangeEnd.map { $0 - offset - written } ?? Int64(data.count)
+            try output?.write(data.prefix(Int(max(0, min(room, Int64(data.count))))))
+            written += min(room, Int64(data.count))
+            if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }
+        }
+
+        /// A server that breaks the range rules: never retried (the same answer would come again).
+        static func violation(_ reason: String) -> CustomError {
+            let description = "The server's answer is unusable: " + reason
+            return .transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: description]))
+        }
+
+        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one
+        /// atomic rename.
+        func complete() throws -> Bool {
+            guard let output else { throw CustomError.invalidResponse }
+            self.output = nil
+            try output.finish()
+            emptyWindows = written > 0 ? 0 : emptyWindows + 1
+            guard emptyWindows < 3 else { throw Self.violation("3 answers in a row to a range request brought no byte") }
+            if continues, let total, offset + written < total { return false }
+            guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
+            for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
+            return true
+        }
+
+        /// Bytes on disk so far (a resumed download counts what it started from); at the end, the whole file.
+        func reportProgress(of task: URLSessionTask?, final: Bool) {
+            // Nothing to tell before a 2xx answer starts the file.
+            guard let reporter, output != nil || final else { return }
+            let completed = offset + written
+            reporter.report(TransferProgress(completedBytes: completed, totalBytes: final ? completed : total))
+        }
+
+        /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`, and must be past `last` when given).
+        static func contentRange(_ text: String) -> (start: Int64, last: Int64, total: Int64?)? {
+            let parts = text.split { " -/".contains($0) }
+            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
+                last >= start, last < Int64.max, Int64(parts[3]).map({ $0 > last }) ?? (parts[3] == "*")
+            else { return nil }
+            return (start, last, Int64(parts[3]))
+        }
+    }
+
+    // MARK: - Files
+
+    /// A file written with C stdio (no exceptions on any platform); errors are `CustomError`s.
+    final class FileStream {
+        private var file: UnsafeMutablePointer<FILE>?
+        private let url: URL
+
+        /// Opens a regular file without following a link (a planted `.part -> victim` is refused, a FIFO does not block).
+        init(writingTo url: URL, append: Bool) throws {
+            self.url = url
+            let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0)
+            let descriptor = open(url.path, flags, 0o644)
+            guard descriptor >= 0 else { throw Self.failure(url, errno == ELOOP ? "it is a symbolic link" : nil) }
+            var status = stat()
+            guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+                close(descriptor)
+                throw Self.failure(url, "it is not a regular file")
+            }
+            if !append, ftruncate(descriptor, 0) != 0 {
+                close(descriptor)
+                throw Self.failure(url)
+            }
+            file = fdopen(descriptor, append ? "ab" : "wb")
+            if file == nil {
+                close(descriptor)
+                throw Self.failure(url)
+            }
+        }
+
+        deinit {
+            if let file { fclose(file) }
+        }
+
+        func write(_ data: Data) throws {
+            let count = data.withUnsafeBytes { bytes in file.map { fwrite(bytes.baseAddress, 1, bytes.count, $0) } ?? 0 }
+            guard count == data.count else { throw Self.failure(url) }
+        }
+
+        /// Closes the file: the last buffered bytes are written now, so a full disk may show here, as `.fileAccessFailed`.
+        func finish() throws {
+            guard let file else { return }
+            self.file = nil
+            guard fclose(file) == 0 else { throw Self.failure(url) }
+        }
+
+        /// Whether `url` names a regular file itself (not through a link).
+        static func isRegularFile(_ url: URL) -> Bool {
+            var status = stat()
+            return lstat(url.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+        }
+
+        /// Throws `.fileAccessFailed` saying why `url` is not a readable file.
+        static func check(_ url: URL) throws {
+            var isFolder: ObjCBool = false
+            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
+                throw failure(url, "it does not exist")
+            }
+            guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
+            guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
+        }
+
+        static func notRegular(_ url: URL) -> CustomError { failure(url, "it is not a regular file (a device, FIFO or socket)") }
+
+        static func size(_ url: URL) -> Int64? {
+            ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value
+        }
+
+        /// `.fileAccessFailed` with `reason`, or the system's reason for the last failed call.
+        static func failure(_ url: URL, _ reason: String? = nil) -> CustomError {
+            .fileAccessFailed(url, reason: reason ?? String(cString: strerror(errno)))
+        }
+    }
+}
