@@ -135,7 +135,7 @@ extension RestManager {
             }
             // Redirected to another origin, the token stayed behind: that server's 401 is not about it.
             let answered = results.response?.response?.url ?? request.url
-            guard let answered, let sent = request.url, Exchange.sameOrigin(answered, sent) else { return .deliver }
+            guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else { return .deliver }
             enum Next { case resend, deliver, giveUp, refresh(Credential?) }
             let next = withLock { () -> Next in
                 guard let current = stored else { return .deliver }
@@ -279,7 +279,7 @@ extension RestManager {
 
         func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
             guard let manager, let url = request.url else { return request }
-            if let base = manager.baseURL, !Exchange.sameOrigin(base, url) { return request }
+            if let base = manager.baseURL, !RestManager.isSameOrigin(base, url) { return request }
             let events = manager.eventHandler
             return try await authenticator.adapt(request, onRefresh: { events?(.refreshingCredential) })
         }

@@ -125,10 +125,11 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.interceptors = newValue } }
     }
 
-    /// When and how failed requests are tried again (default nil: never); an interceptor that runs after all others.
-    public var retryPolicy: RetryPolicy? {
-        get { withState { $0.retryPolicy } }
-        set { withState { $0.retryPolicy = newValue } }
+    /// The interceptor that runs after all others, the request's own included: the retry policy (the
+    /// RestManager+RetryPolicy.swift add-on sets it).
+    var lastInterceptor: (any Interceptor)? {
+        get { withState { $0.lastInterceptor } }
+        set { withState { $0.lastInterceptor = newValue } }
     }
 
     /// Told of every attempt, retry, credential refresh and finished call, on no particular queue (keep it quick; it
@@ -255,6 +256,16 @@ public final class RestManager: @unchecked Sendable {
     public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
         let snapshot = withState { $0 }
         return try RequestBuilder.build(snapshot.tutorialRequest(httpMethod, url: url), snapshot: snapshot)
+    }
+
+    /// Whether two URLs have the same origin: scheme, host and port (the scheme's default when none), any case. Secrets
+    /// stay within one (a redirect to another origin drops them), and the authenticator sends its token only to its
+    /// `baseURL`'s. `RestManager.isSameOrigin(URL(string: "https://h/a")!, URL(string: "HTTPS://H:443/b")!)` is true.
+    public static func isSameOrigin(_ first: URL, _ second: URL) -> Bool { origin(first) == origin(second) }
+
+    /// Scheme, host and port (the scheme's default when there is none), lower-cased.
+    private static func origin(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
     }
 
     // MARK: - Public API: requests as values
@@ -770,87 +781,6 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    // MARK: - Nested types: RetryPolicy
-
-    /// When to try a request again: which methods, on which statuses and network errors, after what delay
-    /// (`rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)`). All attempts share the call's one deadline.
-    public struct RetryPolicy: Interceptor {
-        /// Retries after the first attempt (default 2).
-        public var maximumRetries: Int
-        /// The delay before the first retry, doubled for each one after it (default 0.5 s).
-        public var initialDelay: TimeInterval
-        /// The longest delay; a longer `Retry-After` is not waited for (default 30 s).
-        public var maximumDelay: TimeInterval
-        /// Statuses worth another attempt (default 408, 429, 500, 502, 503, 504).
-        public var retryableStatusCodes: Set<Int>
-        /// Methods that may be sent twice (default the idempotent GET, HEAD, PUT, DELETE, OPTIONS).
-        public var retryableMethods: Set<HttpMethod>
-        /// A policy; the defaults are the common ones (Alamofire's, plus 429).
-        public init(
-            maximumRetries: Int = 2, initialDelay: TimeInterval = 0.5, maximumDelay: TimeInterval = 30,
-            retryableStatusCodes: Set<Int> = [408, 429, 500, 502, 503, 504],
-            retryableMethods: Set<HttpMethod> = [.get, .head, .put, .delete, .options]
-        ) {
-            (self.maximumRetries, self.initialDelay, self.maximumDelay) = (maximumRetries, initialDelay, maximumDelay)
-            (self.retryableStatusCodes, self.retryableMethods) = (retryableStatusCodes, retryableMethods)
-        }
-
-        /// Network errors after which the request may not have reached the server, or its connection broke (Linux
-        /// reports a body cut short as -1, an empty reply as -1011).
-        static let retryableErrors: Set<URLError.Code> = [
-            .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown
-        ]
-
-        /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the
-        /// first).
-        public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
-            let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
-            return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0) } ?? .deliver
-        }
-
-        /// The delay before retry number `retry` (from 1) after `results`; nil for no retry.
-        func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> TimeInterval? {
-            guard retry <= maximumRetries, retryableMethods.contains(method) else { return nil }
-            if let error = results.error {
-                guard case .transport(let urlError)? = error as? CustomError, Self.retryableErrors.contains(urlError.code) else { return nil }
-            } else {
-                let status = results.statusCode ?? 0
-                guard retryableStatusCodes.contains(status) else { return nil }
-                // A Retry-After that is neither seconds nor an HTTP date falls back to the backoff below.
-                if status == 429 || status == 503, let seconds = results.response?.headers.value(forKey: "Retry-After").flatMap(Self.seconds) {
-                    return seconds <= Self.finite(maximumDelay) ? seconds : nil
-                }
-            }
-            // NaN, negative and infinite settings are clamped: Double.random traps on an infinite range.
-            let ceiling = min(Self.finite(maximumDelay), Self.finite(initialDelay * pow(2, Double(min(retry, 64) - 1))))
-            return ceiling > 0 ? Double.random(in: ceiling / 2...ceiling) : 0
-        }
-
-        /// `seconds` within 0...10^9 (NaN is 0): a delay the deadline arithmetic and `Double.random` can use.
-        static func finite(_ seconds: TimeInterval) -> TimeInterval { seconds.isNaN ? 0 : min(max(seconds, 0), 1e9) }
-
-        /// `Retry-After` (RFC 9110 §10.2.3): whole seconds, or an HTTP date in any of its three forms.
-        static func seconds(fromRetryAfter value: String) -> TimeInterval? {
-            let text = value.trimmingCharacters(in: .whitespaces)
-            if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) { return TimeInterval(text) }
-            return date(fromHTTPDate: text).map { max(0, $0.timeIntervalSinceNow) }
-        }
-
-        /// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate, RFC 850 or asctime, on a 24-hour clock, in GMT.
-        static func date(fromHTTPDate text: String) -> Date? {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            // asctime pads a one-digit day with a space: `Sun Nov 6 08:49:37 1994`.
-            let single = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
-            for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"] {
-                formatter.dateFormat = format
-                if let date = formatter.date(from: single) { return date }
-            }
-            return nil
-        }
-    }
-
     // MARK: - Nested types: Interceptor
 
     /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry
@@ -1052,7 +982,7 @@ public final class RestManager: @unchecked Sendable {
         var body: Data?, files: [MultipartBody.Part] = []
         var timeout: TimeInterval = 60, callbackQueue = DispatchQueue.global(qos: .userInitiated)
         var followsRedirects = true, maximumRedirects = 10, maximumResponseSize: Int? = 100 * 1024 * 1024, deduplicates = false
-        var baseURL: URL?, retryPolicy: RetryPolicy?, eventHandler: (@Sendable (Event) -> Void)?
+        var baseURL: URL?, lastInterceptor: (any Interceptor)?, eventHandler: (@Sendable (Event) -> Void)?
         var interceptors: [any Interceptor] = []
         var idleTimeout: TimeInterval = 60
         var assembleBody: (@Sendable (Request) throws -> Request)?
@@ -1495,7 +1425,7 @@ public final class RestManager: @unchecked Sendable {
         }
         handle.describe(request)
         let method = value.method
-        let interceptors = snapshot.interceptors + value.interceptors + (snapshot.retryPolicy.map { [$0] } ?? [])
+        let interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
         guard snapshot.deduplicates, method == .get || method == .head, value.transfer == nil, value.stream == nil,
             value.interceptors.isEmpty
@@ -1923,7 +1853,7 @@ public final class RestManager: @unchecked Sendable {
                 case .deliver: continue
                 case .deliverInstead(let replacement): delivered = replacement
                 case .retry(let seconds):
-                    delay = RetryPolicy.finite(seconds)
+                    delay = RestManager.finite(seconds)
                     break asking
                 }
             }
@@ -1944,7 +1874,8 @@ public final class RestManager: @unchecked Sendable {
             if case .transport(let error)? = results.error as? CustomError { return "network error \(error.code.rawValue)" }
             if let error = results.error { return error.localizedDescription }
             let header = results.response?.headers.value(forKey: "Retry-After")
-            let retryAfter = header.flatMap { RetryPolicy.seconds(fromRetryAfter: $0) == nil ? nil : ", Retry-After \($0)" } ?? ""
+            // Whole seconds only: an unreadable value was not waited for.
+            let retryAfter = header.flatMap { value in value.allSatisfy(\.isWholeNumber) ? ", Retry-After \(value)" : nil } ?? ""
             return "HTTP \(results.statusCode ?? 0)" + retryAfter
         }
 
@@ -2127,7 +2058,7 @@ public final class RestManager: @unchecked Sendable {
                 next.httpBody = nil
                 for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] { next.setValue(nil, forHTTPHeaderField: name) }
             }
-            if !Self.sameOrigin(currentURL, target) {
+            if !RestManager.isSameOrigin(currentURL, target) {
                 // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than
                 // not.
                 let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
@@ -2196,11 +2127,6 @@ public final class RestManager: @unchecked Sendable {
                 userInfo: [NSLocalizedDescriptionKey: "\(summary) (\(text))", NSUnderlyingErrorKey: error])
         }
 
-        static func sameOrigin(_ first: URL, _ second: URL) -> Bool { origin(first) == origin(second) }
-        /// Scheme, host and port (the scheme's default when there is none), lower-cased.
-        private static func origin(_ url: URL) -> String {
-            "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
-        }
     }
 
     /// The session's delegate: hands each task's events to its exchange, declines URLSession's own redirects and
@@ -2253,6 +2179,9 @@ public final class RestManager: @unchecked Sendable {
     }
 
     // MARK: - Private helpers
+
+    /// `seconds` within 0...10^9 (NaN is 0): a delay the deadline arithmetic and `Double.random` can use.
+    static func finite(_ seconds: TimeInterval) -> TimeInterval { seconds.isNaN ? 0 : min(max(seconds, 0), 1e9) }
 
     static func seconds(since start: DispatchTime) -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 }
 

@@ -10,7 +10,7 @@ import MockServer
 final class OriginTests: MockServerTestCase {
     func testDefaultPortsCountAsTheSameOrigin() throws {
         func same(_ first: String, _ second: String) throws -> Bool {
-            RestManager.Exchange.sameOrigin(try XCTUnwrap(URL(string: first)), try XCTUnwrap(URL(string: second)))
+            RestManager.isSameOrigin(try XCTUnwrap(URL(string: first)), try XCTUnwrap(URL(string: second)))
         }
         XCTAssertTrue(try same("http://h/a", "http://h:80/b"))
         XCTAssertTrue(try same("https://h/a", "https://h:443/b"))
