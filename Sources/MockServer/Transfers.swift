@@ -10,7 +10,8 @@ enum TransferEndpoints {
     /// `If-Range` is absent or matches (a 304 to a matching `If-None-Match`). Query: `version=V` changes the validators, `dropAfter=K` closes
     /// the connection after K body bytes, `ignoreRange=1` always sends 200, `ignoreIfRange=1` serves
     /// ranges whatever `If-Range` says, `chunked=1` sends no length,
-    /// `validators=none` or `validators=date-only` sends
+    /// `strictRanges=1` answers a range that ends past the end with 416 (as httpbin does), `validators=none` or
+    /// `validators=date-only` sends
     /// neither validator or only `Last-Modified`, `maxAge=S` adds `Cache-Control: max-age=S`.
     static func file(_ request: ReceivedRequest, sizeText: String?) -> HTTPResponse {
         guard let size = Numbers.integer(sizeText, in: 0...TestEndpoints.maximumGeneratedBytes) else {
@@ -42,7 +43,11 @@ enum TransferEndpoints {
         if request.query("ignoreRange") != "1", let range = request.header("Range"),
             ifRange == nil || ifRange == etag || ifRange == lastModified || request.query("ignoreIfRange") == "1"
         {
-            switch byteRange(range, size: size) {
+            var asked = byteRange(range, size: size)
+            if request.query("strictRanges") == "1", let last = range.split(separator: "-").last.flatMap({ Int($0) }), last >= size {
+                asked = .unsatisfiable
+            }
+            switch asked {
             case .whole: break
             case .unsatisfiable:
                 return HTTPResponse(status: 416, headers: headers + [("Content-Range", "bytes */\(size)"), ("Content-Length", "0")])

@@ -18,6 +18,9 @@ extension RestManager {
     /// is `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding
     /// memory; the next call to the same destination resumes an interrupted `.part`, or starts over when the server's
     /// file changed. A second download to a destination in use fails at once with `.fileAccessFailed`.
+    ///
+    /// A transfer may take as long as bytes keep moving: `idleTimeoutInterval` (60 s) without one ends it with
+    /// `.timedOut`; `timeoutInterval` bounds the whole call (none by default; the manager's is for API calls).
     /// ```swift
     /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
     /// ```
@@ -25,11 +28,13 @@ extension RestManager {
     public func download(
         fromURL url: URL,
         to destination: URL,
+        timeoutInterval: TimeInterval? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: @escaping @Sendable (Result<URL, CustomError>) -> Void
     ) -> RequestHandle {
         var request = Request(.get, url: url)
-        var snapshot = currentSnapshot()
+        request.timeoutInterval = timeoutInterval
+        var snapshot = transferSnapshot()
         request.transfer = DownloadFile(destination: destination, reporter: ProgressReporter(progress, snapshot: &snapshot))
         return perform(request, snapshot: snapshot) { completion($0.validated(destination)) }
     }
@@ -39,26 +44,29 @@ extension RestManager {
     public func download(
         fromURL url: URL,
         to destination: URL,
+        timeoutInterval: TimeInterval? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws -> URL {
         try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
-            self.download(fromURL: url, to: destination, progress: progress, completion: $0)
+            self.download(fromURL: url, to: destination, timeoutInterval: timeoutInterval, progress: progress, completion: $0)
         }.get()
     }
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
     /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
-    /// device fails with `.fileAccessFailed`.
+    /// device fails with `.fileAccessFailed`. Timeouts as for `download`: idle, and whole-call only when asked.
     @discardableResult
     public func upload(
         fileAt fileURL: URL,
         toURL url: URL,
         withHttpMethod httpMethod: HttpMethod = .post,
+        timeoutInterval: TimeInterval? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil,
         completion: @escaping @Sendable (Results) -> Void
     ) -> RequestHandle {
         var request = Request(httpMethod, url: url)
-        var snapshot = currentSnapshot()
+        request.timeoutInterval = timeoutInterval
+        var snapshot = transferSnapshot()
         request.bodyFile = fileURL
         request.transfer = UploadFile(fileURL, temporary: false, reporter: ProgressReporter(progress, snapshot: &snapshot))
         return perform(request, snapshot: snapshot, completion: completion)
@@ -69,10 +77,13 @@ extension RestManager {
         fileAt fileURL: URL,
         toURL url: URL,
         withHttpMethod httpMethod: HttpMethod = .post,
+        timeoutInterval: TimeInterval? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
-            self.upload(fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, progress: progress, completion: $0)
+            self.upload(
+                fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, progress: progress,
+                completion: $0)
         }
     }
 
@@ -103,6 +114,13 @@ extension RestManager {
         public var fractionCompleted: Double? {
             totalBytes.map { $0 > 0 ? min(1, Double(completedBytes) / Double($0)) : 1 }
         }
+    }
+
+    /// The manager's state for a transfer: no whole-call deadline unless the call asks for one.
+    private func transferSnapshot() -> Snapshot {
+        var snapshot = currentSnapshot()
+        snapshot.timeout = Self.never
+        return snapshot
     }
 
     // MARK: - Progress
@@ -235,9 +253,18 @@ extension RestManager {
         private var restarted = false
         /// Whether another window follows this one.
         private var continues = false
-        /// Whether each request asks for one `window`: false once a first window came without the validator that keeps
-        /// windows from mixing versions, or as a 416 (an empty file).
-        private var windowed = true
+        private var ranges = Ranges.windows
+        /// What each request asks for.
+        enum Ranges {
+            /// One `window` at a time (bounded memory).
+            case windows
+            /// The rest, `bytes=N-`, after a 416 to a window: a server may refuse a range past the end of its file
+            /// (httpbin does) instead of shortening it. Back to windows if the partial file must go.
+            case rest
+            /// The whole file: a first window came without the validator that keeps windows from mixing versions, or
+            /// as a 416 (an empty file).
+            case whole
+        }
         /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
         /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
         static let window: Int64 = 8 << 20
@@ -297,6 +324,7 @@ extension RestManager {
             total = nil
             sentValidator = validator
             continues = false
+            let windowed = ranges == .windows
             let last = windowed ? String(offset + Self.window - 1) : ""
             request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
             request.setValue(validator, forHTTPHeaderField: "If-Range")
@@ -312,8 +340,12 @@ extension RestManager {
                 response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
-            if windowed, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
-                windowed = false
+            if ranges == .windows, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
+                ranges = .whole
+                return .restart
+            }
+            if ranges == .windows, status == 416 {
+                ranges = .rest
                 return .restart
             }
             if status == 206 || (status == 416 && sentValidator != nil) {
@@ -323,11 +355,12 @@ extension RestManager {
                 else {
                     if restarted { throw CustomError.invalidResponse }
                     restarted = true
+                    if ranges == .rest { ranges = .windows }
                     for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
                     return .restart
                 }
                 total = range.total
-                continues = windowed
+                continues = ranges == .windows
                 rangeEnd = range.last + 1
                 output = try FileStream(writingTo: partial, append: offset > 0)
                 if sentValidator == nil { try saveValidator(validator) }

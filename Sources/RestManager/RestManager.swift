@@ -326,8 +326,7 @@ public final class RestManager: @unchecked Sendable {
         var request = request
         request.stream = buffer
         var snapshot = withState { $0 }
-        // No deadline unless asked: a billion seconds is "never".
-        snapshot.timeout = request.timeoutInterval ?? 1e9
+        snapshot.timeout = request.timeoutInterval ?? Self.never
         let handle = perform(request, snapshot: snapshot) { buffer.end(with: $0) }
         buffer.attach(handle)
         return try await withTaskCancellationHandler {
@@ -580,7 +579,8 @@ public final class RestManager: @unchecked Sendable {
             case let .invalidHeader(name, reason): "Invalid request header '\(Encoding.printable(name))': \(reason)."
             case let .invalidTimeout(seconds): "Invalid timeout \(seconds): it must be a positive number of seconds."
             case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
-            case let .timedOut(url, seconds): "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s."
+            case let .timedOut(url, seconds):
+                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s \(Self.timeoutHint)."
             case let .tooManyRedirects(url, limit): "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled: "The request was cancelled."
             case let .transport(error): "Network error \(error.code.rawValue): \(error.localizedDescription)"
@@ -596,6 +596,9 @@ public final class RestManager: @unchecked Sendable {
                 "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
             }
         }
+
+        /// Which limits a timeout may be and how to change them: a `.timedOut` does not say which one fired.
+        static let timeoutHint = "(timeoutInterval bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)"
 
         /// True for `.cancelled`.
         public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
@@ -1738,8 +1741,10 @@ public final class RestManager: @unchecked Sendable {
         /// The file the body is sent from (none after a redirect that makes the request a GET).
         private let firstBodyFile: URL?
         private var bodyFile: URL?
-        /// When the last byte arrived: a stream ends after `idleTimeout` without one.
+        /// When the last byte arrived or went out: a stream or a transfer ends after `idleTimeout` without one.
         private var lastActivity = DispatchTime.now()
+        /// The current task's bytes sent when `lastActivity` was last moved.
+        private var bytesSent: Int64 = 0
 
         init(
             request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport,
@@ -1762,10 +1767,10 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func start() {
-            // A billion seconds is "never", and keeps the arithmetic in range.
-            guard startTimer(after: min(settings.timeout, 1e9), { [weak self] in self?.deadlinePassed() }) else { return }
+            guard startTimer(after: min(settings.timeout, RestManager.never), { [weak self] in self?.deadlinePassed() }) else { return }
             if transfer?.reportsProgress == true { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
-            if stream != nil {
+            // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`.
+            if stream != nil || transfer != nil {
                 let check = min(max(settings.idleTimeout / 8, 0.01), 1)
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
@@ -1881,8 +1886,17 @@ public final class RestManager: @unchecked Sendable {
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
         private func deadlinePassed() { fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
+        /// Ends the call when no byte arrived or was sent for `idleTimeout`.
         private func checkIdle() {
-            let idle = lock.withLock { RestManager.seconds(since: lastActivity) }
+            let idle = lock.withLock { () -> TimeInterval in
+                let sent = task?.countOfBytesSent ?? 0
+                // Bytes going out count, and so does time with no task on the wire (adapting, deciding, a retry's wait).
+                if sent != bytesSent || task == nil {
+                    bytesSent = sent
+                    lastActivity = .now()
+                }
+                return RestManager.seconds(since: lastActivity)
+            }
             if idle >= settings.idleTimeout { fail(CustomError.timedOut(firstURL, after: settings.idleTimeout)) }
         }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
@@ -2182,6 +2196,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// `seconds` within 0...10^9 (NaN is 0): a delay the deadline arithmetic and `Double.random` can use.
     static func finite(_ seconds: TimeInterval) -> TimeInterval { seconds.isNaN ? 0 : min(max(seconds, 0), 1e9) }
+
+    /// A deadline that never comes: a billion seconds keeps the arithmetic in range.
+    static let never: TimeInterval = 1e9
 
     static func seconds(since start: DispatchTime) -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 }
 

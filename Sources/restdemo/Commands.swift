@@ -53,14 +53,16 @@ enum Commands {
             name: "download", summary: "Download a file to disk with progress; run it again to resume",
             usage: "restdemo download URL|/PATH -o FILE [--quiet]", positionals: ["URL"], valueOptions: ["--output"], flags: ["--quiet"],
             details:
-                "  -o, --output FILE  where to save it (folders are created; FILE.part holds an unfinished download)\n  --quiet            no progress on stderr"
+                "  -o, --output FILE  where to save it (folders are created; FILE.part holds an unfinished download)\n  --quiet            no progress on stderr\n"
+                + "  --timeout SECONDS  how long the transfer may go without a byte (default 60; no limit on the whole)"
         ),
         CommandSpec(
             name: "upload", summary: "Upload a file as the request body, streamed, with progress",
             usage: "restdemo upload FILE URL|/PATH [--method POST|PUT|PATCH] [--content-type TYPE] [--quiet]", positionals: ["FILE", "URL"],
             valueOptions: ["--method", "--content-type"], flags: ["--quiet"],
             details:
-                "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr"
+                "  --method M           POST (default), PUT or PATCH\n  --content-type TYPE  default application/octet-stream\n  --quiet              no progress on stderr\n"
+                + "  --timeout SECONDS    how long the transfer may go without a byte (default 60; no limit on the whole)"
         ),
         CommandSpec(
             name: "stream", summary: "Print a response body line by line as it arrives, until it ends or Ctrl-C",

@@ -25,7 +25,8 @@ extension Client {
     func download(_ url: URL, to destination: URL, quiet: Bool) async throws -> URL {
         sendOnlyTheAPIKey()
         if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
-        rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
+        // A transfer may take any time while bytes move: --timeout is how long it may go without one.
+        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
         let bar = ProgressBar(quiet: quiet)
         do {
             let saved = try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
@@ -46,7 +47,8 @@ extension Client {
         }
         sendOnlyTheAPIKey()
         if let type = invocation.options["--content-type"] { rest.requestHttpHeaders.add(value: type, forKey: "Content-Type") }
-        rest.timeoutInterval = options.timeoutGiven ? options.timeout : 86_400
+        // A transfer may take any time while bytes move: --timeout is how long it may go without one.
+        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
         let bar = ProgressBar(quiet: invocation.flags.contains("--quiet"))
         let results = await rest.upload(fileAt: file, toURL: url, withHttpMethod: method, progress: { bar.show($0) })
         if results.error == nil { bar.finish() } else { bar.clear() }

@@ -98,7 +98,10 @@ final class SecretTests: MockServerTestCase {
         let withPassword = try rest.curlCommand(forURL: XCTUnwrap(URL(string: "https://me:pw@h/")), withHttpMethod: .get)
         XCTAssertTrue(withPassword.hasPrefix("curl 'https://me:<redacted>@h/'"), withPassword)
         let timedOut = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "https://ghp_abc123@h/x")), after: 1)
-        XCTAssertEqual(timedOut.localizedDescription, "The request to https://<redacted>@h/x timed out after 1.0 s.")
+        XCTAssertEqual(
+            timedOut.localizedDescription,
+            "The request to https://<redacted>@h/x timed out after 1.0 s (timeoutInterval bounds a whole call; "
+                + "idleTimeoutInterval, a stream or transfer without a byte).")
     }
 
     func testSecretJSONAndFormFieldsAreRedactedInCurl() throws {

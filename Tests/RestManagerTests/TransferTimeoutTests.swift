@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+import MockServer
+import RestManager
+
+/// Transfers end when no byte moves for `idleTimeoutInterval`, never because they are long; `timeoutInterval` on the
+/// call bounds the whole transfer, and the manager's (for API calls) does not apply.
+final class TransferTimeoutTests: MockServerTestCase {
+    /// 6 pieces of 1,000 bytes, 0.25 s apart: at least 1.25 s however fast the machine.
+    private func stubSlowFile() -> Data {
+        let piece = Data(repeating: 0x61, count: 1000)
+        server.stub("GET", path: "/slow", response: .streamed((0..<6).map { _ in MockServer.Response.Piece(after: 0.25, piece) }))
+        return Data(repeating: 0x61, count: 6000)
+    }
+
+    private func download(
+        _ path: String, to destination: URL, timeoutInterval: TimeInterval? = nil
+    ) -> Result<URL, RestManager.CustomError>? {
+        let done = expectation(description: "download \(path)")
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        rest.download(fromURL: url(path), to: destination, timeoutInterval: timeoutInterval) { result in
+            box.set(result)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 60)
+        return box.value
+    }
+
+    func testADownloadOutlastsTheManagersTimeoutWhileBytesArrive() throws {
+        rest.timeoutInterval = 0.5
+        let expected = stubSlowFile()
+        let target = scratch.appendingPathComponent("slow.bin")
+        XCTAssertEqual(try XCTUnwrap(download("/slow", to: target)).get(), target)
+        XCTAssertEqual(try Data(contentsOf: target), expected)
+    }
+
+    func testTimeoutIntervalOnTheCallBoundsTheWholeDownload() throws {
+        _ = stubSlowFile()
+        guard case .failure(.timedOut(_, let after))? = download("/slow", to: scratch.appendingPathComponent("a"), timeoutInterval: 0.5)
+        else { return XCTFail("no timeout") }
+        XCTAssertEqual(after, 0.5)
+    }
+
+    /// The first 50,000 bytes come at once, then nothing for 30 s: the idle timeout ends the call, and the bytes that
+    /// arrived stay in the partial file.
+    func testAStalledDownloadEndsAfterTheIdleTimeout() throws {
+        rest.idleTimeoutInterval = 2
+        let target = scratch.appendingPathComponent("stalled.bin")
+        let started = Date()
+        guard case .failure(.timedOut(_, let after))? = download("/_test/stall?bytes=100000&seconds=30", to: target) else {
+            return XCTFail("no timeout")
+        }
+        XCTAssertEqual(after, 2)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 2)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 20)
+        let partial = try Data(contentsOf: URL(fileURLWithPath: target.path + ".part"))
+        XCTAssertEqual(partial, Data((0..<50_000).map { UInt8($0 % 251) }))
+    }
+
+    /// The body goes out at once, then the answer never comes: idle, whatever the manager's timeout.
+    func testAnUploadWhoseAnswerNeverComesEndsAfterTheIdleTimeout() throws {
+        rest.timeoutInterval = 1000
+        rest.idleTimeoutInterval = 1
+        var silent = MockServer.Response(status: 200)
+        silent.delay = 30
+        server.stub("POST", path: "/silent", response: silent)
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 10_000).write(to: file)
+        let done = expectation(description: "upload")
+        let box = ResultBox<RestManager.Results>()
+        rest.upload(fileAt: file, toURL: url("/silent")) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 20)
+        guard case .timedOut(_, let after)? = box.value?.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: box.value?.error))")
+        }
+        XCTAssertEqual(after, 1)
+    }
+
+    func testAnUploadOutlastsTheManagersTimeoutAndTimeoutIntervalOnTheCallBoundsIt() async throws {
+        rest.timeoutInterval = 0.2
+        var slow = MockServer.Response.text("done")
+        slow.delay = 0.6
+        server.stub("PUT", path: "/slow-answer", response: slow)
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 1000).write(to: file)
+        let results = await rest.upload(fileAt: file, toURL: url("/slow-answer"), withHttpMethod: .put)
+        XCTAssertNil(results.error)
+        XCTAssertEqual(results.data.map { String(decoding: $0, as: UTF8.self) }, "done")
+        let bounded = await rest.upload(fileAt: file, toURL: url("/slow-answer"), withHttpMethod: .put, timeoutInterval: 0.2)
+        guard case .timedOut(_, let after)? = bounded.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: bounded.error))")
+        }
+        XCTAssertEqual(after, 0.2)
+    }
+}
