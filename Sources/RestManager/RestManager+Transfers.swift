@@ -34,12 +34,11 @@ extension RestManager {
     ) -> RequestHandle {
         var request = Request(.get, url: url)
         request.timeoutInterval = timeoutInterval
-        var snapshot = transferSnapshot()
-        request.transfer = DownloadFile(destination: destination, reporter: ProgressReporter(progress, snapshot: &snapshot))
-        return perform(request, snapshot: snapshot) { completion($0.validated(destination)) }
+        let file = { DownloadFile(destination: destination, reporter: $0) }
+        return startTransfer(request, progress: progress, making: file) { completion($0.validated(destination)) }
     }
 
-    /// The `await` form of `download(fromURL:to:progress:completion:)`; returns `destination`.
+    /// The `await` form of `download(fromURL:to:timeoutInterval:progress:completion:)`; returns `destination`.
     /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
     public func download(
         fromURL url: URL,
@@ -66,13 +65,12 @@ extension RestManager {
     ) -> RequestHandle {
         var request = Request(httpMethod, url: url)
         request.timeoutInterval = timeoutInterval
-        var snapshot = transferSnapshot()
         request.bodyFile = fileURL
-        request.transfer = UploadFile(fileURL, temporary: false, reporter: ProgressReporter(progress, snapshot: &snapshot))
-        return perform(request, snapshot: snapshot, completion: completion)
+        let file = { UploadFile(fileURL, temporary: false, reporter: $0) }
+        return startTransfer(request, progress: progress, making: file, completion: completion)
     }
 
-    /// The `await` form of `upload(fileAt:toURL:withHttpMethod:progress:completion:)`.
+    /// The `await` form of `upload(fileAt:toURL:withHttpMethod:timeoutInterval:progress:completion:)`.
     public func upload(
         fileAt fileURL: URL,
         toURL url: URL,
@@ -116,11 +114,19 @@ extension RestManager {
         }
     }
 
-    /// The manager's state for a transfer: no whole-call deadline unless the call asks for one.
-    private func transferSnapshot() -> Snapshot {
+    /// Sends `request` with the transfer `making` makes: no whole-call deadline unless the call asks for one, and
+    /// progress on a serial queue in front of `callbackQueue` (so every report comes before the completion).
+    private func startTransfer(
+        _ request: Request,
+        progress: (@Sendable (TransferProgress) -> Void)?,
+        making: (ProgressReporter?) -> any Transfer,
+        completion: @escaping @Sendable (Results) -> Void
+    ) -> RequestHandle {
+        var request = request
         var snapshot = currentSnapshot()
         snapshot.timeout = Self.never
-        return snapshot
+        request.transfer = making(ProgressReporter(progress, snapshot: &snapshot))
+        return perform(request, snapshot: snapshot, completion: completion)
     }
 
     // MARK: - Progress
@@ -149,8 +155,7 @@ extension RestManager {
 
     // MARK: - Uploads
 
-    /// A body sent from a file: checked before the first request, its progress read from the task. A temporary file
-    /// (an assembled multipart body) is removed when the call is over.
+    /// A body sent from a file, checked before the first request; a temporary one (a multipart body) is removed after.
     final class UploadFile: Transfer, @unchecked Sendable {
         private let file: URL
         private let temporary: Bool
@@ -169,11 +174,8 @@ extension RestManager {
 
         var reportsProgress: Bool { reporter != nil }
 
-        /// A body sent as is needs a size: a FIFO went out as `Content-Length: 0`.
         func open() throws {
-            try FileStream.check(file)
-            var status = stat()
-            guard stat(file.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw FileStream.notRegular(file) }
+            try FileStream.checkReadable(file)
             size = FileStream.size(file)
         }
 
@@ -189,16 +191,16 @@ extension RestManager {
     }
 
     /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be
-    /// streamed from there.
+    /// streamed from there; `check` throws once the call is cancelled or past its deadline.
     @Sendable
-    static func assembleMultipart(_ value: Request) throws -> Request {
+    static func assembleMultipart(_ value: Request, check: () throws -> Void) throws -> Request {
         var multipart = MultipartBody()
         for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
         multipart.parts += value.files
         let name = "RestManager-\(UUID().uuidString).multipart"
         let file = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         let upload = UploadFile(file, temporary: true, reporter: nil)
-        try write(multipart, to: file)
+        try write(multipart, to: file, check: check)
         var streamed = value
         streamed.files = []
         streamed.bodyParameters = RestEntity()
@@ -209,16 +211,17 @@ extension RestManager {
     }
 
     /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
-    private static func write(_ multipart: MultipartBody, to file: URL) throws {
+    private static func write(_ multipart: MultipartBody, to file: URL, check: () throws -> Void) throws {
         let output = try FileStream(writingTo: file, append: false)
         for part in multipart.parts {
             try output.write(multipart.head(of: part) + part.data)  // a file part has no data: its bytes come from its file
             if let source = part.fileURL {
-                try FileStream.check(source)
+                try FileStream.checkReadable(source)
                 guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
                 defer { fclose(input) }
                 var buffer = [UInt8](repeating: 0, count: 1 << 20)
                 while case let count = fread(&buffer, 1, buffer.count, input), count > 0 {
+                    try check()
                     try output.write(Data(buffer[..<count]))
                 }
                 guard ferror(input) == 0 else { throw FileStream.failure(source, "it cannot be read") }
@@ -249,22 +252,15 @@ extension RestManager {
         private var emptyWindows = 0
         /// `<destination>.part.lock`, locked (`flock`) while this download runs.
         private var lock: Int32 = -1
-        /// Whether the partial file was already started over once (a second mismatch is `.invalidResponse`).
+        /// Whether the partial file was started over once already (a second mismatch is `.invalidResponse`).
         private var restarted = false
-        /// Whether another window follows this one.
         private var continues = false
         private var ranges = Ranges.windows
-        /// What each request asks for.
-        enum Ranges {
-            /// One `window` at a time (bounded memory).
-            case windows
-            /// The rest, `bytes=N-`, after a 416 to a window: a server may refuse a range past the end of its file
-            /// (httpbin does) instead of shortening it. Back to windows if the partial file must go.
-            case rest
-            /// The whole file: a first window came without the validator that keeps windows from mixing versions, or
-            /// as a 416 (an empty file).
-            case whole
-        }
+        /// What each request asks for: one `window` at a time (bounded memory); the `rest` (`bytes=N-`) after a 416 to
+        /// a window, as a server may refuse a range past its end (httpbin does), back to windows if the partial file
+        /// must go; the `whole` file when a first window came without a validator (windows could mix versions) or as
+        /// a 416 (an empty file).
+        enum Ranges { case windows, rest, whole }
         /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
         /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
         static let window: Int64 = 8 << 20
@@ -280,13 +276,11 @@ extension RestManager {
 
         /// Checks the destination, creates its missing parent folders and takes its lock.
         func open() throws {
-            var isFolder: ObjCBool = false
             guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
-            if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isFolder), isFolder.boolValue {
-                throw FileStream.failure(destination, "it is a folder")
-            }
             var status = stat()
-            if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
+            if lstat(destination.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                throw FileStream.failure(destination, "it is a folder")
+            } else if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
                 throw FileStream.notRegular(destination)
             }
             guard destination.lastPathComponent.utf8.count <= 240 else {
@@ -479,14 +473,14 @@ extension RestManager {
             return lstat(url.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
         }
 
-        /// Throws `.fileAccessFailed` saying why `url` is not a readable file.
-        static func check(_ url: URL) throws {
-            var isFolder: ObjCBool = false
-            guard url.isFileURL, FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) else {
-                throw failure(url, "it does not exist")
-            }
-            guard !isFolder.boolValue else { throw failure(url, "it is a folder") }
-            guard FileManager.default.isReadableFile(atPath: url.path) else { throw failure(url, "it is not readable") }
+        /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file: a body needs a size (a FIFO went
+        /// out as `Content-Length: 0`), and opening a FIFO blocks.
+        static func checkReadable(_ url: URL) throws {
+            var status = stat()
+            guard url.isFileURL, stat(url.path, &status) == 0 else { throw failure(url, "it does not exist") }
+            guard status.st_mode & S_IFMT != S_IFDIR else { throw failure(url, "it is a folder") }
+            guard status.st_mode & S_IFMT == S_IFREG else { throw notRegular(url) }
+            guard access(url.path, R_OK) == 0 else { throw failure(url, "it is not readable") }
         }
 
         static func notRegular(_ url: URL) -> CustomError { failure(url, "it is not a regular file (a device, FIFO or socket)") }

@@ -765,7 +765,7 @@ public final class RestManager: @unchecked Sendable {
         /// Where the answer's body goes instead of memory, and the progress it reports (the transfers add-on).
         var transfer: (any Transfer)?
         /// Turns file parts into a body streamed from disk, off the caller's thread (the transfers add-on).
-        var assembleBody: (@Sendable (Request) throws -> Request)?
+        var assembleBody: BodyAssembler?
         /// Where a streamed body goes (`stream(_:)`).
         var stream: StreamBuffer?
         /// A request with no headers, parameters or body.
@@ -988,7 +988,7 @@ public final class RestManager: @unchecked Sendable {
         var baseURL: URL?, lastInterceptor: (any Interceptor)?, eventHandler: (@Sendable (Event) -> Void)?
         var interceptors: [any Interceptor] = []
         var idleTimeout: TimeInterval = 60
-        var assembleBody: (@Sendable (Request) throws -> Request)?
+        var assembleBody: BodyAssembler?
 
         /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to
         /// another host).
@@ -1382,12 +1382,16 @@ public final class RestManager: @unchecked Sendable {
     func currentSnapshot() -> Snapshot { withState { $0 } }
 
     /// Adds a multipart part to the manager's files, and what streams file parts from disk.
-    func addPart(_ part: MultipartBody.Part, assembler: @escaping @Sendable (Request) throws -> Request) {
+    func addPart(_ part: MultipartBody.Part, assembler: @escaping BodyAssembler) {
         withState { state in
             state.files.append(part)
             state.assembleBody = assembler
         }
     }
+
+    /// Turns a request's file parts into a body streamed from disk; calls `check` often, which throws once the call is
+    /// cancelled or past its deadline.
+    typealias BodyAssembler = @Sendable (_ value: Request, _ check: () throws -> Void) throws -> Request
 
     /// The one core request path: every public call ends here, built and started on the caller's thread as raw
     /// URLSession's.
@@ -1405,19 +1409,24 @@ public final class RestManager: @unchecked Sendable {
         let handle = RequestHandle(queue: snapshot.callbackQueue, request: named, reportFinished: reportFinished, completion: completion)
         guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }), let assemble = value.assembleBody
         else {
-            start(value, snapshot: snapshot, handle: handle)
+            start(value, snapshot: snapshot, handle: handle, started: started)
             return handle
         }
-        // Assembling a multipart body copies files: not on the caller's thread.
+        // Assembling a multipart body copies files: not on the caller's thread, and within the call's deadline.
+        let timeout = snapshot.timeout
+        let check = { @Sendable () throws in
+            if handle.isCancelled { throw CustomError.cancelled }
+            if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
+        }
         DispatchQueue.global(qos: .userInitiated).async { [snapshot] in
             do {
-                self.start(try assemble(value), snapshot: snapshot, handle: handle)
+                self.start(try assemble(value, check), snapshot: snapshot, handle: handle, started: started)
             } catch { handle.deliver(Results(withError: CustomError.wrap(error))) }
         }
         return handle
     }
 
-    private func start(_ value: Request, snapshot: Snapshot, handle: RequestHandle) {
+    private func start(_ value: Request, snapshot: Snapshot, handle: RequestHandle, started: DispatchTime) {
         let request: URLRequest
         do {
             request = try RequestBuilder.build(value, snapshot: snapshot)
@@ -1434,7 +1443,8 @@ public final class RestManager: @unchecked Sendable {
             value.interceptors.isEmpty
         else {
             let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, onFinish: nil)
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, started: started,
+                onFinish: nil)
             if exchange.add(handle) { exchange.start() }
             return
         }
@@ -1444,7 +1454,7 @@ public final class RestManager: @unchecked Sendable {
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
             let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, started: started
             ) { finished in
                 inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
             }
@@ -1733,7 +1743,8 @@ public final class RestManager: @unchecked Sendable {
         private var request: URLRequest
         private var body = Data()
         private let firstRequest: URLRequest
-        private let started = DispatchTime.now()
+        /// When the call started (its deadline counts from there: assembling a body is part of the call).
+        private let started: DispatchTime
         /// Where the current answer's body goes.
         private var target = BodyTarget.memory
         private let transfer: (any Transfer)?
@@ -1748,8 +1759,9 @@ public final class RestManager: @unchecked Sendable {
 
         init(
             request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport,
-            onFinish: (@Sendable (Exchange) -> Void)?
+            started: DispatchTime, onFinish: (@Sendable (Exchange) -> Void)?
         ) {
+            self.started = started
             (self.settings, self.transport, self.onFinish) = (snapshot, transport, onFinish)
             (self.request, self.firstRequest, self.firstURL) = (request, request, request.url ?? URL(fileURLWithPath: "/"))
             self.attemptRequest = request
@@ -1767,7 +1779,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func start() {
-            guard startTimer(after: min(settings.timeout, RestManager.never), { [weak self] in self?.deadlinePassed() }) else { return }
+            let deadline = min(settings.timeout, RestManager.never) - elapsed
+            guard startTimer(after: deadline, { [weak self] in self?.deadlinePassed() }) else { return }
             if transfer?.reportsProgress == true { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
             // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`.
             if stream != nil || transfer != nil {

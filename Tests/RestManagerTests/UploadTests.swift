@@ -197,13 +197,18 @@ final class UploadTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
-    /// A call cancelled while its multipart body is still being assembled sends nothing. The file is a FIFO that
-    /// the test writes only after cancelling, so the assembly cannot finish before the cancel.
+    /// A sparse file of `gibibytes` (no disk used): copying it into a multipart body takes seconds at least.
+    private func sparseFile(gibibytes: Int) throws -> URL {
+        let url = scratch.appendingPathComponent("sparse.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: url.path, contents: nil))
+        XCTAssertEqual(truncate(url.path, off_t(gibibytes) << 30), 0)
+        return url
+    }
+
+    /// A call cancelled while its multipart body is still being assembled stops the copy and sends nothing.
     func testACallCancelledWhileItsBodyIsAssembledSendsNothing() throws {
         let before = Self.temporaryMultipartFiles()
-        let fifo = scratch.appendingPathComponent("slow.fifo")
-        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
-        rest.addFile(at: fifo, fieldName: "doc", mimeType: "text/plain")
+        rest.addFile(at: try sparseFile(gibibytes: 16), fieldName: "doc", mimeType: "application/octet-stream")
         let done = expectation(description: "cancelled")
         let box = ResultBox<RestManager.Results>()
         let handle = rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .post) { results in
@@ -215,18 +220,39 @@ final class UploadTests: MockServerTestCase {
         guard case .cancelled? = box.value?.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: box.value?.error))")
         }
-        // Opening the FIFO for writing returns once the assembly has opened it for reading; closing it ends the file.
-        let written = expectation(description: "the assembly read the file")
-        DispatchQueue.global().async {
-            if let writer = FileHandle(forWritingAtPath: fifo.path) {
-                writer.write(Data("late".utf8))
-                try? writer.close()
-            }
-            written.fulfill()
-        }
-        wait(for: [written], timeout: 10)
-        // The assembled body's temporary file goes when the call is dropped (a sent one would have reached the server).
+        // The copy stops at the next MiB: its temporary file goes long before 16 GiB could have been written.
         waitUntilTemporaryMultipartFilesAreGone(since: before)
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
+    /// Assembling the body is part of the call: the deadline ends a copy that would take far longer, and the
+    /// `finished` event names the call's method.
+    func testTheDeadlineCoversAssemblingTheBody() throws {
+        let before = Self.temporaryMultipartFiles()
+        rest.addFile(at: try sparseFile(gibibytes: 16), fieldName: "doc", mimeType: "application/octet-stream")
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set($0.description) }
+        rest.timeoutInterval = 0.3
+        let started = Date()
+        let results = send(.post, "/_test/echo")
+        guard case .timedOut(_, 0.3)? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 8, "16 GiB were copied before the deadline applied")
+        waitUntilTemporaryMultipartFilesAreGone(since: before)
+        XCTAssertEqual(server.receivedRequests.count, 0)
+        XCTAssertEqual(events.all.count, 1)
+        XCTAssertTrue(events.all.first?.hasPrefix("finished POST \(url("/_test/echo").absoluteString) failed:") == true, "\(events.all)")
+    }
+
+    /// A FIFO (or a device) added by URL is refused before anything is read: it would block the copy forever.
+    func testAFIFOAddedByURLIsRefused() throws {
+        let fifo = scratch.appendingPathComponent("slow.fifo")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        rest.addFile(at: fifo, fieldName: "doc", mimeType: "text/plain")
+        let results = send(.post, "/_test/echo")
+        guard case .fileAccessFailed(fifo, "it is not a regular file (a device, FIFO or socket)")? = results.error as? RestManager.CustomError
+        else { return XCTFail("\(String(describing: results.error))") }
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
