@@ -80,6 +80,8 @@ cases = [
  ("a 416 to a window starts over at once", T, '''if ranges == .windows, status == 416 {''', '''if false, ranges == .windows, status == 416 {''', "DownloadTests"),
  ("a transfer keeps the manager's deadline", T, '''snapshot.timeout = Self.never''', '''_ = snapshot.timeout''', "TransferTimeoutTests"),
  ("no idle timeout for transfers", C, '''if stream != nil || transfer != nil {''', '''if stream != nil {''', "TransferTimeoutTests"),
+ ("a growing upload keeps its connection", T, '''request.setValue("close", forHTTPHeaderField: "Connection")''', '''request.setValue(nil, forHTTPHeaderField: "Connection")''', "TransferIntegrityTests"),
+ ("a file that changed size while sent succeeds", T, '''guard FileStream.size(file) == size else''', '''guard true else''', "TransferIntegrityTests"),
  ("a Content-Range total equal to its last byte", T, '''Int64(parts[3]).map({ $0 > last })''', '''Int64(parts[3]).map({ $0 >= last })''', "DownloadTests|TransferIntegrityTests"),
  ("progress may go backwards", T, '''guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', '''guard figure != last else { return }''', "DownloadTests|UploadTests"),
  ("no final progress report", C, '''if results.isSuccess { transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),

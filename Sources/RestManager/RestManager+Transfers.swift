@@ -11,16 +11,9 @@ extension RestManager {
 
     // MARK: - Public API
 
-    /// Streams the body at `url` into the file `destination` (a plain GET with the manager's headers and credential;
-    /// not its query or body) and calls `completion` once, on `callbackQueue`.
-    ///
-    /// The bytes go to `<destination>.part`, renamed to `destination` only when complete with a 2xx status (a non-2xx
-    /// is `.unacceptableStatusCode` with its first 64 KiB). Each request asks for 8 MiB (`Range`, `If-Range`), bounding
-    /// memory; the next call to the same destination resumes an interrupted `.part`, or starts over when the server's
-    /// file changed. A second download to a destination in use fails at once with `.fileAccessFailed`.
-    ///
-    /// A transfer may take as long as bytes keep moving: `idleTimeoutInterval` (60 s) without one ends it with
-    /// `.timedOut`; `timeoutInterval` bounds the whole call (none by default; the manager's is for API calls).
+    /// Streams the body at `url` (a GET with the manager's headers, not its query or body) into `<destination>.part`,
+    /// renamed to `destination` once complete with a 2xx, in 8 MiB `Range` windows; the next call resumes a `.part`.
+    /// Ends when no byte moves for `idleTimeoutInterval`; `timeoutInterval` bounds the whole call (none by default).
     /// ```swift
     /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
     /// ```
@@ -131,8 +124,8 @@ extension RestManager {
 
     // MARK: - Progress
 
-    /// Sends figures that moved forward to the caller's progress handler, on a serial queue that the call's completion
-    /// also uses (so every report comes before it). Called under the exchange's lock: reports stay in order.
+    /// Sends figures that moved forward to the handler on a serial queue the completion uses too (so it comes last);
+    /// called under the exchange's lock, so reports stay in order.
     final class ProgressReporter: @unchecked Sendable {
         private let handler: @Sendable (TransferProgress) -> Void
         private let queue: DispatchQueue
@@ -177,6 +170,15 @@ extension RestManager {
         func open() throws {
             try FileStream.checkReadable(file)
             size = FileStream.size(file)
+        }
+
+        /// FoundationNetworking reads a growing file past the `Content-Length` it announced: `Connection: close` keeps a
+        /// server from taking the extra bytes as another request (RFC 9112 §9.6), and `complete` fails the call.
+        func prepare(_ request: inout URLRequest) { request.setValue("close", forHTTPHeaderField: "Connection") }
+
+        func complete() throws -> Bool {
+            guard FileStream.size(file) == size else { throw FileStream.failure(file, "it changed size while it was sent") }
+            return true
         }
 
         func reportProgress(of task: URLSessionTask?, final: Bool) {

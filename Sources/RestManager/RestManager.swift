@@ -1931,10 +1931,9 @@ public final class RestManager: @unchecked Sendable {
                 transfer?.prepare(&request)
                 return bodyFile
             }
-            // Progress needs the delegate's per-chunk calls (FoundationNetworking counts bytes sent only there).
-            let task =
-                file.map { transfer?.reportsProgress != true ? upload(request, from: $0) : transport.session.uploadTask(with: request, fromFile: $0) }
-                ?? transport.session.dataTask(with: request)
+            // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
+            // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
+            let task = file.map { transport.session.uploadTask(with: request, fromFile: $0) } ?? transport.session.dataTask(with: request)
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
@@ -1944,21 +1943,6 @@ public final class RestManager: @unchecked Sendable {
             }
             // A task created but never resumed would stay in the session forever: discard it.
             if started { task.resume() } else { cancelLater(task) }
-        }
-
-        /// An upload task with a completion handler: FoundationNetworking then skips a delegate-queue hop per chunk
-        /// sent (20 % faster); the answer arrives whole, on the delegate queue, and goes the delegate's way from here.
-        private func upload(_ request: URLRequest, from file: URL) -> URLSessionDataTask {
-            let created = Locked<URLSessionDataTask?>(nil)
-            let task = transport.session.uploadTask(with: request, fromFile: file) { [weak self] data, response, error in
-                guard let self, let task = created.withLock({ $0 }) else { return }
-                self.transport.delegate.unregister(task)
-                if let response { self.received(response: response, from: task) }
-                if let data, !data.isEmpty { self.received(data: data, from: task) }
-                self.completed(task, error: error)
-            }
-            created.withLock { $0 = task }
-            return task
         }
 
         // Called by the session delegate, on the session's delegate queue, one at a time.
@@ -2117,12 +2101,15 @@ public final class RestManager: @unchecked Sendable {
 
         private var elapsed: TimeInterval { RestManager.seconds(since: started) }
 
-        private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
+        private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer], uploadsFile: Bool)
         /// Hands over the task and the timers, and closes a download's file; call with the lock held.
         private func takeResources() -> Resources {
             transfer?.release()
-            defer { (task, timers) = (nil, []) }
-            return (task, timers)
+            defer {
+                task = nil
+                timers = []
+            }
+            return (task, timers, bodyFile != nil)
         }
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
@@ -2133,9 +2120,32 @@ public final class RestManager: @unchecked Sendable {
             // goes on reading, piling chunks up behind it (a whole fast body).
             if stream?.isOpen == true {
                 DispatchQueue.global().async { task.cancel() }
+            } else if resources.uploadsFile {
+                cancelUpload(task)
             } else {
                 cancelLater(task)
             }
+        }
+
+        /// FoundationNetworking traps (`try!` on libcurl's code 43) when its file reader resumes a send that a cancel took
+        /// apart, which it may do until the body has gone out whole: a file upload's task is cancelled only then (the
+        /// call itself completed with `.cancelled` already), or once no byte went out for `idleTimeout` (a stalled peer,
+        /// not a slow disk). Apple platforms cancel at once.
+        private func cancelUpload(_ task: URLSessionDataTask, sent: Int64 = -1, quietPolls: Int = 0) {
+            #if canImport(FoundationNetworking)
+            let now = task.countOfBytesSent
+            let whole = task.countOfBytesExpectedToSend > 0 && now >= task.countOfBytesExpectedToSend
+            let quiet = now == sent ? quietPolls + 1 : 0
+            // Suspended: its `resume()` may be under way on another thread.
+            let live = task.state == .running || task.state == .suspended
+            if live, !(whole && now == sent), Double(quiet) / 100 < settings.idleTimeout {
+                transport.timerQueue.asyncAfter(deadline: .now() + .milliseconds(10)) {
+                    self.cancelUpload(task, sent: now, quietPolls: quiet)
+                }
+                return
+            }
+            #endif
+            cancelLater(task)
         }
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
@@ -2161,7 +2171,6 @@ public final class RestManager: @unchecked Sendable {
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
         func register(_ exchange: Exchange, for task: URLSessionTask) { exchanges.withLock { $0[task.taskIdentifier] = exchange } }
-        func unregister(_ task: URLSessionTask) { _ = exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) } }
         private func exchange(for task: URLSessionTask) -> Exchange? { exchanges.withLock { $0[task.taskIdentifier] } }
         func urlSession(
             _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,

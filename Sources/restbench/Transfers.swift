@@ -110,6 +110,14 @@ enum TransferBench {
                 { done in
                     rest.upload(fileAt: source, toURL: uploadURL) { results in done(results.isSuccess && received(results.data)) }
                 }
+            ),
+            (
+                "RestManager upload with progress",
+                { done in
+                    rest.upload(fileAt: source, toURL: uploadURL, progress: { _ in }) { results in
+                        done(results.isSuccess && received(results.data))
+                    }
+                }
             )
         ]
         if let curl {

@@ -9,6 +9,21 @@ final class ResponseSizeLimitTests: MockServerTestCase {
         return limit
     }
 
+    /// An upload's answer and a multipart call's answer obey the limit as they arrive: 50,000 bytes come at once,
+    /// then the server waits 30 s; the call ends at the limit instead of waiting for the whole answer.
+    func testTheLimitHoldsForAnUploadsAnswerAndAMultipartCallsAnswer() async throws {
+        rest.maximumResponseSize = 10_000
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 1000).write(to: file)
+        let started = Date()
+        let uploaded = await rest.upload(fileAt: file, toURL: url("/_test/stall?bytes=100000&seconds=30"))
+        XCTAssertEqual(tooLarge(uploaded), 10_000)
+        rest.addFile(at: file, fieldName: "doc", mimeType: "application/octet-stream")
+        let multipart = await rest.makeRequest(toURL: url("/_test/stall?bytes=100000&seconds=30"), withHttpMethod: .post)
+        XCTAssertEqual(tooLarge(multipart), 10_000)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 25, "an answer was read whole before the limit applied")
+    }
+
     func testTheDefaultIsOneHundredMebibytes() {
         XCTAssertEqual(RestManager().maximumResponseSize, 104_857_600)
     }

@@ -113,6 +113,32 @@ final class TransferIntegrityTests: MockServerTestCase {
         XCTAssertFalse(exists(validatorTarget))
     }
 
+    /// A file that grows while it is sent (FoundationNetworking reads it to its end, past the Content-Length it
+    /// announced): the call fails saying so, and the bytes past the announced length never run as a request on the
+    /// kept-alive connection (`Connection: close`).
+    func testAFileThatGrowsWhileItIsSentFailsAndSmugglesNothing() async throws {
+        let file = scratch.appendingPathComponent("growing.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
+        XCTAssertEqual(truncate(file.path, 256 << 20), 0)
+        let smuggled = Data("GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        let grown = ResultBox<Bool>()
+        let results = await rest.upload(fileAt: file, toURL: url("/_test/upload")) { progress in
+            guard grown.all.isEmpty, progress.completedBytes > 0, let handle = FileHandle(forWritingAtPath: file.path) else { return }
+            handle.seekToEndOfFile()
+            handle.write(smuggled)
+            try? handle.close()
+            grown.set(true)
+        }
+        XCTAssertEqual(grown.all, [true], "the file grew while it was sent")
+        guard case .fileAccessFailed(file, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        let echo = await rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
+        XCTAssertEqual(echo.statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.map(\.path).filter { $0 != "/_test/upload" && $0 != "/_test/echo" }, [])
+        XCTAssertEqual(server.receivedRequests.first?.header("Connection"), "close")
+    }
+
     func testSpecialFilesAndOverlongNamesAreRefusedUpFront() throws {
         let fifo = destination("fifo")
         XCTAssertEqual(mkfifo(fifo.path, 0o644), 0)
