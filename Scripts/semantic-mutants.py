@@ -18,19 +18,22 @@ cases = [
  ("cache ignores a request's no-cache", R, '''if !noCache, entry.freshUntil > Date()''', '''if entry.freshUntil > Date()''', "ResponseCacheTests"),
  ("cache: HEAD invalidates too", R, '''let unsafe = ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod ?? "GET")''', '''let unsafe = true''', "ResponseCacheTests"),
  ("auth token to every origin", A, '''if let base = manager.baseURL, !RestManager.isSameOrigin(base, url) { return request }''', '''''', "AuthenticatorScopeTests"),
- ("auth: a 401 from another origin refreshes", A, '''guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else { return .deliver }''', '''guard answered != nil, request.url != nil else { return .deliver }''', "AuthenticatorScopeTests"),
+ ("auth: a 401 from another origin refreshes", A, '''guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else {''', '''guard answered != nil, request.url != nil else {''', "AuthenticatorScopeTests"),
  ("auth: logout loses to the refresh", A, '''if generation != startedGeneration {''', '''if false, generation != startedGeneration {''', "AuthenticatorScopeTests"),
  ("auth: refresh margin 30 s flat", A, '''return expiresAt.timeIntervalSinceNow < min(30, max(0, life) / 4)''', '''return expiresAt.timeIntervalSinceNow < 30 + 0 * life''', "AuthenticatorScopeTests"),
  ("redaction: sig not secret", C, '''"key", "auth", "authorization", "sig", "jwt"''', '''"key", "auth", "authorization", "jwt"''', "SecretTests"),
  ("redirect: unknown headers follow", C, '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {''', '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) && Redaction.isSecretHeader(name) {''', "SecretTests|RedirectTests|OriginTests"),
- ("Retry-After: asctime not read", P, '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"]''', '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'"]''', "RetryPolicyTests"),
+ ("Retry-After: asctime not read", P, '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"''', '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'"''', "RetryPolicyTests"),
  ("206 overlong appended", T, '''if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }''', '''''', "TransferIntegrityTests"),
  ("interceptors: request's before manager's", C, '''let interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])''', '''let interceptors = value.interceptors + snapshot.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])''', "InterceptorTests"),
  ("download: no destination lock", T, '''guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {''', '''guard lock >= 0 || true else {''', "DownloadDestinationLockTests"),
  ("auth: a second refresh for a replaced credential", A, '''if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }''', '''if false, let stored { return .newer(stored) }''', "AuthenticatorTests"),
- ("framing: Expect allowed", C, '''"upgrade", "expect", "te", "trailer"''', '''"upgrade", "te", "trailer"''', "RequestSafetyTests|InterceptorTests"),
+ ("framing: Expect allowed", C, '''"expect", "te", "trailer"''', '''"te", "trailer"''', "RequestSafetyTests|InterceptorTests"),
  # Request building and encoding
- ("request's headers do not win over the manager's", C, '''for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }''', '''''', "MethodAndHeaderTests|ValueRequestTests"),
+ ("request's headers do not win over the manager's", C, '''            for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
+                headers.removeValue(forKey: name)
+            }
+''', '''''', "MethodAndHeaderTests|ValueRequestTests"),
  ("body headers kept without a body", C, '''for name in bodyHeaderNames { headers.removeValue(forKey: name) }''', '''''', "MethodAndHeaderTests|BodyEncodingTests|ValueRequestTests"),
  ("no default Accept", C, '''if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }''', '''''', "MethodAndHeaderTests"),
  ("form encodes a space as %20", C, '''public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }''', '''public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: false) }''', "BodyEncodingTests|QueryEncodingTests"),
@@ -47,18 +50,19 @@ cases = [
  ("a raw body without Content-Type", C, '''if snapshot.body != nil, headers.value(forKey: "Content-Type") == nil {''', '''if snapshot.body == nil, headers.value(forKey: "Content-Type") == nil {''', "BodyEncodingTests"),
  ("method sent lower-case", C, '''public var name: String { rawValue.uppercased() }''', '''public var name: String { rawValue }''', "MethodAndHeaderTests"),
  # Redirects
- ("303 keeps POST", C, '''let becomesGet = response.statusCode == 303 ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"''', '''let becomesGet = [301, 302].contains(response.statusCode) && method == "POST"''', "RedirectTests"),
+ ("303 keeps POST", C, '''                response.statusCode == 303
+                ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"''', '''[301, 302].contains(response.statusCode) && method == "POST"''', "RedirectTests"),
  ("307 turns POST into GET", C, ''': [301, 302].contains(response.statusCode) && method == "POST"''', ''': [301, 302, 307].contains(response.statusCode) && method == "POST"''', "RedirectTests"),
  ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
  ("an origin without its port", C, '''"\\(url.scheme?.lowercased() ?? "")://\\(url.host?.lowercased() ?? ""):\\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"''', '''"\\(url.scheme?.lowercased() ?? "")://\\(url.host?.lowercased() ?? "")"''', "OriginTests|SecretTests|AuthenticatorScopeTests"),
- ("body headers dropped on a cross-origin 307", C, '''let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''let followers = RequestBuilder.crossOriginHeaderNames''', "RedirectTests|SecretTests"),
+ ("body headers dropped on a cross-origin 307", C, '''becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''[] as [String])''', "RedirectTests|SecretTests"),
  ("a redirect to another scheme followed", C, '''["http", "https"].contains(target.scheme?.lowercased()), target.host != nil''', '''target.host != nil''', "RedirectTests"),
  # Deadline, size limit, attempts
  ("size limit off by one", C, '''if let limit = settings.maximumResponseSize, body.count + data.count > limit {''', '''if let limit = settings.maximumResponseSize, body.count + data.count >= limit {''', "ResponseSizeLimitTests"),
  ("a retry that ends after the deadline", C, '''elapsed + delay < settings.timeout''', '''elapsed < settings.timeout''', "RetryPolicyTests|InterceptorTests"),
  ("no cap on attempts", C, '''guard let delay, number < RestManager.maximumAttempts,''', '''guard let delay,''', "InterceptorTests"),
  # De-duplication
- ("sharing key from the path alone", C, '''return "\\(request.httpMethod ?? "GET") \\(request.url?.absoluteString ?? "")''', '''return "\\(request.httpMethod ?? "GET") \\(request.url?.path ?? "")''', "DeduplicationTests"),
+ ("sharing key from the path alone", C, '''"\\(request.httpMethod ?? "GET") \\(request.url?.absoluteString ?? "")\\n''', '''"\\(request.httpMethod ?? "GET") \\(request.url?.path ?? "")\\n''', "DeduplicationTests"),
  ("sharing key without headers", C, '''?? "")\\n\\(headers)\\n\\(snapshot.followsRedirects) "''', '''?? "")\\n\\n\\(snapshot.followsRedirects) "''', "DeduplicationTests"),
  ("POST de-duplicated", C, '''guard snapshot.deduplicates, method == .get || method == .head,''', '''guard snapshot.deduplicates,''', "DeduplicationTests"),
  # Redaction
@@ -80,7 +84,6 @@ cases = [
  ("a 416 to a window starts over at once", T, '''if ranges == .windows, status == 416 {''', '''if false, ranges == .windows, status == 416 {''', "DownloadTests"),
  ("a transfer keeps the manager's deadline", T, '''snapshot.timeout = Self.never''', '''_ = snapshot.timeout''', "TransferTimeoutTests"),
  ("no idle timeout for transfers", C, '''if stream != nil || transfer != nil {''', '''if stream != nil {''', "TransferTimeoutTests"),
- ("a growing upload keeps its connection", T, '''request.setValue("close", forHTTPHeaderField: "Connection")''', '''request.setValue(nil, forHTTPHeaderField: "Connection")''', "TransferIntegrityTests"),
  ("a file that changed size while sent succeeds", T, '''guard FileStream.size(file) == size else''', '''guard true else''', "TransferIntegrityTests"),
  ("a Content-Range total equal to its last byte", T, '''Int64(parts[3]).map({ $0 > last })''', '''Int64(parts[3]).map({ $0 >= last })''', "DownloadTests|TransferIntegrityTests"),
  ("progress may go backwards", T, '''guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', '''guard figure != last else { return }''', "DownloadTests|UploadTests"),
@@ -89,7 +92,11 @@ cases = [
  ("finished reported after the completion", C, '''            reportFinished?(results, named)
             queue.async { taken(results) }''', '''            queue.async { taken(results) }
             reportFinished?(results, named)''', "EventTests"),
- ("an adapted request not validated", C, '''for (name, value) in adapted.allHTTPHeaderFields ?? [:] { try RequestBuilder.validateHeader(name: name, value: value) }''', '''''', "InterceptorTests|RequestSafetyTests"),
+ ("an adapted request not validated", C, '''                        try RequestBuilder.validateHeader(name: name, value: value)
+                    }
+                    self.transmit(adapted, attempt: number)''', '''                        _ = (name, value)
+                    }
+                    self.transmit(adapted, attempt: number)''', "InterceptorTests|RequestSafetyTests"),
  ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),
  # Authenticator
  ("getData keeps the interceptors", C, '''            plain.interceptors = []
@@ -101,7 +108,9 @@ cases = [
  ("Vary ignored", R, '''entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }''', '''true''', "ResponseCacheTests"),
  ("Age not subtracted", R, '''return max(0, maxAge - age)''', '''return max(0, maxAge)''', "ResponseCacheTests"),
  ("an answer's no-store stored", R, '''!control.contains("no-store") && !requestControl.contains("no-store")''', '''!requestControl.contains("no-store")''', "ResponseCacheTests"),
- ("the newest entry evicted", R, '''.min(by: { $0.1.lastUsed < $1.1.lastUsed })''', '''.max(by: { $0.1.lastUsed < $1.1.lastUsed })''', "ResponseCacheTests"),
+ ("the newest entry evicted", R, '''.min(by: {
+                            $0.1.lastUsed < $1.1.lastUsed''', '''.max(by: {
+                            $0.1.lastUsed < $1.1.lastUsed''', "ResponseCacheTests"),
  ("a 304's headers not merged", R, '''                    headers[name] = value
 ''', '''''', "ResponseCacheTests"),
  # Streaming

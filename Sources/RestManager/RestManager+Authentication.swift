@@ -85,7 +85,9 @@ extension RestManager {
 
         /// An authenticator starting from `credential` (nil: none yet); `refresh` gets the credential a server rejected
         /// (or that expired) and returns a new one, or throws.
-        public init(credential: Credential?, refresh: @escaping @Sendable (_ rejected: Credential?) async throws -> Credential) {
+        public init(
+            credential: Credential?, refresh: @escaping @Sendable (_ rejected: Credential?) async throws -> Credential
+        ) {
             self.stored = credential
             self.refresh = refresh
         }
@@ -127,7 +129,9 @@ extension RestManager {
 
         // MARK: - Refresh
 
-        func decide(after results: Results, for request: URLRequest, onRefresh: @Sendable () -> Void) async -> AttemptDecision {
+        func decide(
+            after results: Results, for request: URLRequest, onRefresh: @Sendable () -> Void
+        ) async -> AttemptDecision {
             guard let token = sentToken(of: request) else { return .deliver }
             guard results.statusCode == 401 else {
                 if results.response != nil { proven(token) }
@@ -135,7 +139,9 @@ extension RestManager {
             }
             // Redirected to another origin, the token stayed behind: that server's 401 is not about it.
             let answered = results.response?.response?.url ?? request.url
-            guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else { return .deliver }
+            guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else {
+                return .deliver
+            }
             enum Next { case resend, deliver, giveUp, refresh(Credential?) }
             let next = withLock { () -> Next in
                 guard let current = stored else { return .deliver }
@@ -208,10 +214,12 @@ extension RestManager {
         /// Stores the new credential unless the caller set one meanwhile (which then wins), and resumes every waiting
         /// caller.
         private func finishRefresh(_ result: Result<Credential, Error>, startedGeneration: Int) {
-            let (waiting, outcome) = withLock { () -> ([CheckedContinuation<Credential, Error>], Result<Credential, Error>) in
+            let (waiting, outcome) = withLock {
+                () -> ([CheckedContinuation<Credential, Error>], Result<Credential, Error>) in
                 var outcome = result
                 if generation != startedGeneration {
-                    let removed = CustomError.authenticationFailed(reason: "the credential was removed while it was being refreshed")
+                    let removed = CustomError.authenticationFailed(
+                        reason: "the credential was removed while it was being refreshed")
                     outcome = stored.map { .success($0) } ?? .failure(removed)
                 } else if case .success(let credential) = result {
                     stored = credential
@@ -242,7 +250,8 @@ extension RestManager {
         private func authorized(_ request: URLRequest, with credential: Credential) throws -> URLRequest {
             let token = credential.accessToken
             guard !token.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-                throw CustomError.authenticationFailed(reason: "the access token is not a valid header value (it contains CR, LF or NUL)")
+                throw CustomError.authenticationFailed(
+                    reason: "the access token is not a valid header value (it contains CR, LF or NUL)")
             }
             withLock {
                 sentTokens.removeAll { $0 == token }
@@ -256,7 +265,9 @@ extension RestManager {
 
         /// The token in the request's `Authorization`, when this authenticator sent it.
         private func sentToken(of request: URLRequest) -> String? {
-            guard let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer ") else { return nil }
+            guard let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer ") else {
+                return nil
+            }
             let token = String(header.dropFirst("Bearer ".count))
             return withLock { sentTokens.contains(token) ? token : nil }
         }
@@ -286,7 +297,8 @@ extension RestManager {
 
         func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
             let events = manager?.eventHandler
-            return await authenticator.decide(after: results, for: request, onRefresh: { events?(.refreshingCredential) })
+            return await authenticator.decide(
+                after: results, for: request, onRefresh: { events?(.refreshingCredential) })
         }
     }
 }

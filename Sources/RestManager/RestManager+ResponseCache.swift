@@ -43,7 +43,8 @@ extension RestManager {
 
         /// Answers a GET from a fresh entry, or asks for the stored one's validity.
         public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
-            guard isGet(request), !Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-store"),
+            guard isGet(request),
+                !Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-store"),
                 request.value(forHTTPHeaderField: "If-None-Match") == nil,
                 request.value(forHTTPHeaderField: "If-Modified-Since") == nil,
                 let entry = lookUp(request)
@@ -59,7 +60,8 @@ extension RestManager {
 
         /// Turns a 304 into the stored answer, stores a 200, and drops a URL's entries after an unsafe method.
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
-            guard let http = results.response?.response as? HTTPURLResponse, results.error == nil, let url = request.url else {
+            guard let http = results.response?.response as? HTTPURLResponse, results.error == nil, let url = request.url
+            else {
                 return .deliver
             }
             guard isGet(request) else {
@@ -76,7 +78,9 @@ extension RestManager {
                     || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
             {
                 // No entry any more (evicted meanwhile): ask once more, without the validators; a caller's own 304 stays.
-                guard let entry = revalidated(request, with: http) else { return attempt == 1 ? .retry(after: 0) : .deliver }
+                guard let entry = revalidated(request, with: http) else {
+                    return attempt == 1 ? .retry(after: 0) : .deliver
+                }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
             if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }
@@ -136,12 +140,16 @@ extension RestManager {
             withLock {
                 guard let index = entries[key(request)]?.firstIndex(where: { matches($0, request) }),
                     var entry = entries[key(request)]?[index],
-                    request.value(forHTTPHeaderField: "If-None-Match") == entry.response.value(forHTTPHeaderField: "ETag"),
-                    request.value(forHTTPHeaderField: "If-Modified-Since") == entry.response.value(forHTTPHeaderField: "Last-Modified")
+                    request.value(forHTTPHeaderField: "If-None-Match")
+                        == entry.response.value(forHTTPHeaderField: "ETag"),
+                    request.value(forHTTPHeaderField: "If-Modified-Since")
+                        == entry.response.value(forHTTPHeaderField: "Last-Modified")
                 else { return nil }
                 var headers = entry.response.allHeaderFields as? [String: String] ?? [:]
                 for case let (name as String, value as String) in notModified.allHeaderFields {
-                    for existing in headers.keys where existing.lowercased() == name.lowercased() { headers[existing] = nil }
+                    for existing in headers.keys where existing.lowercased() == name.lowercased() {
+                        headers[existing] = nil
+                    }
                     headers[name] = value
                 }
                 let url = entry.response.url ?? request.url ?? URL(fileURLWithPath: "/")
@@ -162,7 +170,10 @@ extension RestManager {
             withLock {
                 var storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
                 while storedBytes > maximumBytes {
-                    guard let oldest = entries.flatMap({ key, list in list.map { (key, $0) } }).min(by: { $0.1.lastUsed < $1.1.lastUsed })
+                    guard
+                        let oldest = entries.flatMap({ key, list in list.map { (key, $0) } }).min(by: {
+                            $0.1.lastUsed < $1.1.lastUsed
+                        })
                     else { break }
                     entries[oldest.0]?.removeAll { $0.lastUsed == oldest.1.lastUsed }
                     if entries[oldest.0]?.isEmpty == true { entries[oldest.0] = nil }

@@ -42,7 +42,8 @@ extension RestManager {
         /// Network errors after which the request may not have reached the server, or its connection broke (Linux
         /// reports a body cut short as -1, an empty reply as -1011).
         static let retryableErrors: Set<URLError.Code> = [
-            .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badServerResponse, .unknown
+            .cannotConnectToHost, .networkConnectionLost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet,
+            .badServerResponse, .unknown
         ]
 
         /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the
@@ -56,24 +57,31 @@ extension RestManager {
         func delay(beforeRetry retry: Int, after results: Results, method: HttpMethod) -> TimeInterval? {
             guard retry <= maximumRetries, retryableMethods.contains(method) else { return nil }
             if let error = results.error {
-                guard case .transport(let urlError)? = error as? CustomError, Self.retryableErrors.contains(urlError.code) else { return nil }
+                guard case .transport(let urlError)? = error as? CustomError,
+                    Self.retryableErrors.contains(urlError.code)
+                else { return nil }
             } else {
                 let status = results.statusCode ?? 0
                 guard retryableStatusCodes.contains(status) else { return nil }
                 // A Retry-After that is neither seconds nor an HTTP date falls back to the backoff below.
-                if status == 429 || status == 503, let seconds = results.response?.headers.value(forKey: "Retry-After").flatMap(Self.seconds) {
+                if status == 429 || status == 503,
+                    let seconds = results.response?.headers.value(forKey: "Retry-After").flatMap(Self.seconds)
+                {
                     return seconds <= RestManager.finite(maximumDelay) ? seconds : nil
                 }
             }
             // NaN, negative and infinite settings are clamped: Double.random traps on an infinite range.
-            let ceiling = min(RestManager.finite(maximumDelay), RestManager.finite(initialDelay * pow(2, Double(min(retry, 64) - 1))))
+            let ceiling = min(
+                RestManager.finite(maximumDelay), RestManager.finite(initialDelay * pow(2, Double(min(retry, 64) - 1))))
             return ceiling > 0 ? Double.random(in: ceiling / 2...ceiling) : 0
         }
 
         /// `Retry-After` (RFC 9110 §10.2.3): whole seconds, or an HTTP date in any of its three forms.
         static func seconds(fromRetryAfter value: String) -> TimeInterval? {
             let text = value.trimmingCharacters(in: .whitespaces)
-            if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) { return TimeInterval(text) }
+            if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
+                return TimeInterval(text)
+            }
             return date(fromHTTPDate: text).map { max(0, $0.timeIntervalSinceNow) }
         }
 
@@ -84,7 +92,9 @@ extension RestManager {
             formatter.timeZone = TimeZone(identifier: "GMT")
             // asctime pads a one-digit day with a space: `Sun Nov 6 08:49:37 1994`.
             let single = text.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
-            for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"] {
+            for format in [
+                "EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"
+            ] {
                 formatter.dateFormat = format
                 if let date = formatter.date(from: single) { return date }
             }

@@ -100,8 +100,10 @@ extension RestManager {
                 let contentType = response.headers.value(forKey: "Content-Type") ?? "none"
                 let media = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
                 guard media == "text/event-stream" else {
-                    let reason = "The answer is not an event stream: its Content-Type is '\(contentType)', not text/event-stream"
-                    throw CustomError.transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: reason]))
+                    let reason =
+                        "The answer is not an event stream: its Content-Type is '\(contentType)', not text/event-stream"
+                    throw CustomError.transport(
+                        URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: reason]))
                 }
                 parser.startStream()
                 lines = body.lines.makeAsyncIterator()
@@ -117,7 +119,8 @@ extension RestManager {
                 let failure = error as? CustomError
                 switch failure {
                 case .transport(let urlError)?
-                where ![.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse].contains(urlError.code):
+                where ![.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse].contains(
+                    urlError.code):
                     try await reconnect(because: "network error \(urlError.code.rawValue)")
                 case .timedOut?:
                     try await reconnect(because: failure?.localizedDescription ?? "timed out")
@@ -133,7 +136,8 @@ extension RestManager {
                 parser.endStream()
                 let delay = Double(parser.reconnectionTime) / 1000
                 let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
-                let named = URLRequest(url: URL(string: request.url.relativeString, relativeTo: manager.baseURL) ?? request.url)
+                let named = URLRequest(
+                    url: URL(string: request.url.relativeString, relativeTo: manager.baseURL) ?? request.url)
                 manager.eventHandler?(.retrying(named, attempt: connections, delay: delay, reason: reason + resumed))
                 do {
                     try await Task.sleep(nanoseconds: UInt64(delay * 1e9))

@@ -40,7 +40,8 @@ extension RestManager {
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws -> URL {
         try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
-            self.download(fromURL: url, to: destination, timeoutInterval: timeoutInterval, progress: progress, completion: $0)
+            self.download(
+                fromURL: url, to: destination, timeoutInterval: timeoutInterval, progress: progress, completion: $0)
         }.get()
     }
 
@@ -73,7 +74,8 @@ extension RestManager {
     ) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
             self.upload(
-                fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, progress: progress,
+                fileAt: fileURL, toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval,
+                progress: progress,
                 completion: $0)
         }
     }
@@ -161,7 +163,9 @@ extension RestManager {
             self.reporter = reporter
         }
 
-        deinit {
+        deinit { release() }
+
+        func release() {
             if temporary { try? FileManager.default.removeItem(at: file) }
         }
 
@@ -172,12 +176,11 @@ extension RestManager {
             size = FileStream.size(file)
         }
 
-        /// FoundationNetworking reads a growing file past the `Content-Length` it announced: `Connection: close` keeps a
-        /// server from taking the extra bytes as another request (RFC 9112 §9.6), and `complete` fails the call.
-        func prepare(_ request: inout URLRequest) { request.setValue("close", forHTTPHeaderField: "Connection") }
-
+        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`: the call fails.
         func complete() throws -> Bool {
-            guard FileStream.size(file) == size else { throw FileStream.failure(file, "it changed size while it was sent") }
+            guard FileStream.size(file) == size else {
+                throw FileStream.failure(file, "it changed size while it was sent")
+            }
             return true
         }
 
@@ -216,7 +219,8 @@ extension RestManager {
     private static func write(_ multipart: MultipartBody, to file: URL, check: () throws -> Void) throws {
         let output = try FileStream(writingTo: file, append: false)
         for part in multipart.parts {
-            try output.write(multipart.head(of: part) + part.data)  // a file part has no data: its bytes come from its file
+            // A file part has no data: its bytes come from its file.
+            try output.write(multipart.head(of: part) + part.data)
             if let source = part.fileURL {
                 try FileStream.checkReadable(source)
                 guard let input = fopen(source.path, "rb") else { throw FileStream.failure(source) }
@@ -322,7 +326,8 @@ extension RestManager {
             continues = false
             let windowed = ranges == .windows
             let last = windowed ? String(offset + Self.window - 1) : ""
-            request.setValue(windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
+            request.setValue(
+                windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
             request.setValue(validator, forHTTPHeaderField: "If-Range")
             // Ranges count the bytes as sent, and the file must be those bytes.
             request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
@@ -336,7 +341,9 @@ extension RestManager {
                 response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
-            if ranges == .windows, sentValidator == nil, status == 416 || (status == 206 && (validator == nil || range?.total == nil)) {
+            if ranges == .windows, sentValidator == nil,
+                status == 416 || (status == 206 && (validator == nil || range?.total == nil))
+            {
                 ranges = .whole
                 return .restart
             }
@@ -346,8 +353,10 @@ extension RestManager {
             }
             if status == 206 || (status == 416 && sentValidator != nil) {
                 // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
-                let echoed = response.value(forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
-                guard status == 206, let range, range.start == offset, sentValidator == nil || echoed == nil || echoed == sentValidator
+                let echoed = response.value(
+                    forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
+                guard status == 206, let range, range.start == offset,
+                    sentValidator == nil || echoed == nil || echoed == sentValidator
                 else {
                     if restarted { throw CustomError.invalidResponse }
                     restarted = true
@@ -399,7 +408,9 @@ extension RestManager {
             self.output = nil
             try output.finish()
             emptyWindows = written > 0 ? 0 : emptyWindows + 1
-            guard emptyWindows < 3 else { throw Self.violation("3 answers in a row to a range request brought no byte") }
+            guard emptyWindows < 3 else {
+                throw Self.violation("3 answers in a row to a range request brought no byte")
+            }
             if continues, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
@@ -417,7 +428,8 @@ extension RestManager {
         /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`, and must be past `last` when given).
         static func contentRange(_ text: String) -> (start: Int64, last: Int64, total: Int64?)? {
             let parts = text.split { " -/".contains($0) }
-            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]), let last = Int64(parts[2]),
+            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]),
+                let last = Int64(parts[2]),
                 last >= start, last < Int64.max, Int64(parts[3]).map({ $0 > last }) ?? (parts[3] == "*")
             else { return nil }
             return (start, last, Int64(parts[3]))
@@ -458,7 +470,8 @@ extension RestManager {
         }
 
         func write(_ data: Data) throws {
-            let count = data.withUnsafeBytes { bytes in file.map { fwrite(bytes.baseAddress, 1, bytes.count, $0) } ?? 0 }
+            let count = data.withUnsafeBytes { bytes in file.map { fwrite(bytes.baseAddress, 1, bytes.count, $0) } ?? 0
+            }
             guard count == data.count else { throw Self.failure(url) }
         }
 
@@ -485,7 +498,9 @@ extension RestManager {
             guard access(url.path, R_OK) == 0 else { throw failure(url, "it is not readable") }
         }
 
-        static func notRegular(_ url: URL) -> CustomError { failure(url, "it is not a regular file (a device, FIFO or socket)") }
+        static func notRegular(_ url: URL) -> CustomError {
+            failure(url, "it is not a regular file (a device, FIFO or socket)")
+        }
 
         static func size(_ url: URL) -> Int64? {
             ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value

@@ -32,14 +32,22 @@ public final class RestManager: @unchecked Sendable {
     public var requestHttpHeaders: RestEntity {
         get { withState { $0.headers } }
         set { withState { $0.headers = newValue.ignoringKeyCase() } }
-        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.headers }
+        _modify {
+            stateLock.lock()
+            defer { stateLock.unlock() }
+            yield &state.headers
+        }
     }
 
     /// Query parameters appended (percent-encoded, in insertion order) to the request URL.
     public var urlQueryParameters: RestEntity {
         get { withState { $0.query } }
         set { withState { $0.query = newValue } }
-        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.query }
+        _modify {
+            stateLock.lock()
+            defer { stateLock.unlock() }
+            yield &state.query
+        }
     }
 
     /// Body fields, encoded according to the `Content-Type` header: JSON (the default),
@@ -47,7 +55,11 @@ public final class RestManager: @unchecked Sendable {
     public var httpBodyParameters: RestEntity {
         get { withState { $0.bodyParameters } }
         set { withState { $0.bodyParameters = newValue } }
-        _modify { stateLock.lock(); defer { stateLock.unlock() }; yield &state.bodyParameters }
+        _modify {
+            stateLock.lock()
+            defer { stateLock.unlock() }
+            yield &state.bodyParameters
+        }
     }
 
     /// A raw body, sent as is when `httpBodyParameters` is empty and no file was added. Never sent with GET or HEAD.
@@ -152,12 +164,21 @@ public final class RestManager: @unchecked Sendable {
 
     /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files. Headers are kept: they
     /// usually describe the API rather than one request.
-    public func clearParameters() { withState { ($0.query, $0.bodyParameters, $0.body, $0.files) = (RestEntity(), RestEntity(), nil, []) } }
+    public func clearParameters() {
+        withState { state in
+            state.query = RestEntity()
+            state.bodyParameters = RestEntity()
+            state.body = nil
+            state.files = []
+        }
+    }
 
     /// Adds a file to send as `multipart/form-data` with the next requests, with `httpBodyParameters` as text fields:
     /// `rest.addFile(jpegData, fieldName: "avatar", fileName: "me.jpg", mimeType: "image/jpeg")`.
     public func addFile(_ data: Data, fieldName: String, fileName: String, mimeType: String) {
-        withState { $0.files.append(MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data)) }
+        withState {
+            $0.files.append(MultipartBody.Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data))
+        }
     }
 
     /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is
@@ -202,7 +223,9 @@ public final class RestManager: @unchecked Sendable {
     /// Like `getData(fromURL:completion:)`, but says why it failed: a transport error, or
     /// `CustomError.unacceptableStatusCode` for a non-2xx answer.
     @discardableResult
-    public func loadData(fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void) -> RequestHandle {
+    public func loadData(
+        fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void
+    ) -> RequestHandle {
         let snapshot = withState { $0.forPlainDownload() }
         return perform(Request(.get, url: url), snapshot: snapshot) { completion($0.validated($0.data ?? Data())) }
     }
@@ -211,7 +234,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`. Cancelling the surrounding `Task`
     /// cancels the request (`Results.error` is `.cancelled`).
-    public func makeRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil) async -> Results {
+    public func makeRequest(
+        toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil
+    ) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
             self.makeRequest(toURL: url, withHttpMethod: httpMethod, timeoutInterval: timeoutInterval, completion: $0)
         }
@@ -222,7 +247,9 @@ public final class RestManager: @unchecked Sendable {
     /// Downloads the bytes at `url` with a plain GET.
     /// - Throws: `CustomError` (`.unacceptableStatusCode` for non-2xx, `.cancelled`, `.timedOut`, …).
     public func data(fromURL url: URL) async throws -> Data {
-        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) { self.loadData(fromURL: url, completion: $0) }.get()
+        try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
+            self.loadData(fromURL: url, completion: $0)
+        }.get()
     }
 
     /// Sends a request, checks for a 2xx status and decodes the body.
@@ -247,8 +274,11 @@ public final class RestManager: @unchecked Sendable {
     /// The `curl` command line for the request `makeRequest` would send now; secrets are `<redacted>` unless
     /// `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
-    public func curlCommand(forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false) throws -> String {
-        RequestBuilder.curlCommand(for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
+    public func curlCommand(
+        forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false
+    ) throws -> String {
+        RequestBuilder.curlCommand(
+            for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
     }
 
     /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it.
@@ -285,7 +315,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// The `await` form of `makeRequest(_:completion:)`: never throws; the outcome is in `Results`.
     public func makeRequest(_ request: Request) async -> Results {
-        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) { self.makeRequest(request, completion: $0) }
+        await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
+            self.makeRequest(request, completion: $0)
+        }
     }
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
@@ -303,7 +335,8 @@ public final class RestManager: @unchecked Sendable {
     /// `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(for request: Request, revealingSecrets: Bool = false) throws -> String {
-        RequestBuilder.curlCommand(for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
+        RequestBuilder.curlCommand(
+            for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
     }
 
     // MARK: - Public API: streaming
@@ -370,14 +403,18 @@ public final class RestManager: @unchecked Sendable {
         /// Sets `value` for `key`, replacing (in place) the values already stored for it.
         public mutating func add(value: String, forKey key: String) {
             let normalized = normalize(key)
-            guard let first = entries.firstIndex(where: { $0.normalized == normalized }) else { return append(value: value, forKey: key) }
+            guard let first = entries.firstIndex(where: { $0.normalized == normalized }) else {
+                return append(value: value, forKey: key)
+            }
             entries[first].value = value
             entries = entries.prefix(first + 1) + entries.dropFirst(first + 1).filter { $0.normalized != normalized }
         }
 
         /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies send every pair in
         /// order (`tag=a&tag=b`); a header sends the values joined with ", ".
-        public mutating func append(value: String, forKey key: String) { entries.append(Entry(key: key, value: value, normalized: normalize(key))) }
+        public mutating func append(value: String, forKey key: String) {
+            entries.append(Entry(key: key, value: value, normalized: normalize(key)))
+        }
         /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? { entries.first(where: matching(key))?.value }
         /// Every value stored for `key`, in order. Response headers come joined by Foundation: two `X-Multi` lines
@@ -431,7 +468,9 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func normalize(_ key: String) -> String { keysIgnoreCase ? key.lowercased() : key }
-        private func matching(_ key: String) -> (Entry) -> Bool { { [normalized = normalize(key)] in $0.normalized == normalized } }
+        private func matching(_ key: String) -> (Entry) -> Bool {
+            { [normalized = normalize(key)] in $0.normalized == normalized }
+        }
 
         private func joined(encoding allowed: [Bool], spaceAsPlus: Bool) -> String {
             let encode = { Encoding.percentEncode($0, allowed: allowed, spaceAsPlus: spaceAsPlus) }
@@ -493,7 +532,11 @@ public final class RestManager: @unchecked Sendable {
         /// Why there is no answer: always a `CustomError`. An HTTP error status is not an error here.
         public var error: Error?
         /// Creates results from an answer.
-        public init(withData data: Data?, response: Response?, error: Error?) { (self.data, self.response, self.error) = (data, response, error) }
+        public init(withData data: Data?, response: Response?, error: Error?) {
+            self.data = data
+            self.response = response
+            self.error = error
+        }
         /// Creates results for a request that produced no answer.
         public init(withError error: Error) { self.error = error }
         /// The HTTP status code, if an answer arrived.
@@ -508,13 +551,15 @@ public final class RestManager: @unchecked Sendable {
 
         /// `value` after a 2xx answer, else what `validate()` throws.
         func validated<Value>(_ value: Value) -> Result<Value, CustomError> {
-            do { try validate(); return .success(value) } catch { return .failure(CustomError.wrap(error)) }
+            Result { try validate() }.map { value }.mapError(CustomError.wrap)
         }
 
         /// Decodes the body as `type` (whatever the status: error bodies decode too).
         /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or `.decodingFailed` with the
         ///   decoder's.
-        public func decode<Value: Decodable>(_ type: Value.Type = Value.self, using decoder: JSONDecoder = JSONDecoder()) throws -> Value {
+        public func decode<Value: Decodable>(
+            _ type: Value.Type = Value.self, using decoder: JSONDecoder = JSONDecoder()
+        ) throws -> Value {
             if let error { throw error }
             guard let data, !data.isEmpty else {
                 // An empty body (a 204, say) is nil for an Optional type.
@@ -581,11 +626,13 @@ public final class RestManager: @unchecked Sendable {
             case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
             case let .timedOut(url, seconds):
                 "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s \(Self.timeoutHint)."
-            case let .tooManyRedirects(url, limit): "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
+            case let .tooManyRedirects(url, limit):
+                "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled: "The request was cancelled."
             case let .transport(error): "Network error \(error.code.rawValue): \(error.localizedDescription)"
             case .invalidResponse: "The server's answer was not an HTTP response."
-            case let .unacceptableStatusCode(code, body): "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
+            case let .unacceptableStatusCode(code, body):
+                "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
             case let .emptyBody(code): "The answer (HTTP \(code)) has no body to decode."
             case let .decodingFailed(error): "The body could not be decoded: \(error)."
             case let .responseTooLarge(limit):
@@ -598,7 +645,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Which limits a timeout may be and how to change them: a `.timedOut` does not say which one fired.
-        static let timeoutHint = "(timeoutInterval bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)"
+        static let timeoutHint =
+            "(timeoutInterval bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)"
 
         /// True for `.cancelled`.
         public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
@@ -698,7 +746,10 @@ public final class RestManager: @unchecked Sendable {
             var fileURL: URL?
             /// Creates a part.
             public init(name: String, fileName: String? = nil, contentType: String? = nil, data: Data) {
-                (self.name, self.fileName, self.contentType, self.data) = (name, fileName, contentType, data)
+                self.name = name
+                self.fileName = fileName
+                self.contentType = contentType
+                self.data = data
             }
         }
 
@@ -709,7 +760,9 @@ public final class RestManager: @unchecked Sendable {
         /// Creates an empty body with a random boundary (or the one given).
         public init(boundary: String = "RestManager-" + UUID().uuidString) { self.boundary = boundary }
         /// Appends a text field.
-        public mutating func addField(name: String, value: String) { parts.append(Part(name: name, data: Data(value.utf8))) }
+        public mutating func addField(name: String, value: String) {
+            parts.append(Part(name: name, data: Data(value.utf8)))
+        }
         /// Appends a file.
         public mutating func addFile(fieldName: String, fileName: String, mimeType: String, data: Data) {
             parts.append(Part(name: fieldName, fileName: fileName, contentType: mimeType, data: data))
@@ -725,7 +778,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func head(of part: Part) -> Data {
-            var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
+            var head =
+                "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Encoding.quotedParameter(part.name))\""
             if let fileName = part.fileName { head += "; filename=\"\(Encoding.quotedParameter(fileName))\"" }
             head += "\r\n"
             if let contentType = part.contentType { head += "Content-Type: \(Encoding.singleLine(contentType))\r\n" }
@@ -769,7 +823,10 @@ public final class RestManager: @unchecked Sendable {
         /// Where a streamed body goes (`stream(_:)`).
         var stream: StreamBuffer?
         /// A request with no headers, parameters or body.
-        public init(_ method: HttpMethod = .get, url: URL) { (self.method, self.url) = (method, url) }
+        public init(_ method: HttpMethod = .get, url: URL) {
+            self.method = method
+            self.url = url
+        }
 
         /// Sets `body` to `value` as JSON, and `Content-Type` to `application/json` unless a JSON type is set.
         /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
@@ -840,14 +897,18 @@ public final class RestManager: @unchecked Sendable {
         case finished(URLRequest, Results, duration: TimeInterval)
         /// One line: method and URL (secrets redacted), and what happened.
         public var description: String {
-            let line = { (request: URLRequest) in "\(request.httpMethod ?? "GET") \(Redaction.url(request.url?.absoluteString ?? ""))" }
+            let line = { (request: URLRequest) in
+                "\(request.httpMethod ?? "GET") \(Redaction.url(request.url?.absoluteString ?? ""))"
+            }
             switch self {
             case let .started(request, attempt): return "started \(line(request)) (attempt \(attempt))"
             case let .retrying(request, attempt, delay, reason):
-                return "retrying \(line(request)) after attempt \(attempt) in \(String(format: "%.2f", delay)) s: \(reason)"
+                return
+                    "retrying \(line(request)) after attempt \(attempt) in \(String(format: "%.2f", delay)) s: \(reason)"
             case .refreshingCredential: return "refreshing the credential"
             case let .finished(request, results, duration):
-                let outcome = results.error.map { "failed: \($0.localizedDescription)" } ?? "HTTP \(results.statusCode ?? 0)"
+                let outcome =
+                    results.error.map { "failed: \($0.localizedDescription)" } ?? "HTTP \(results.statusCode ?? 0)"
                 return "finished \(line(request)) \(outcome) in \(String(format: "%.1f", duration * 1000)) ms"
             }
         }
@@ -981,12 +1042,21 @@ public final class RestManager: @unchecked Sendable {
 
     /// What one call sends: the manager's state when the call was made.
     struct Snapshot: Sendable {
-        var headers = RestEntity(ignoringKeyCase: true), query = RestEntity(), bodyParameters = RestEntity()
-        var body: Data?, files: [MultipartBody.Part] = []
-        var timeout: TimeInterval = 60, callbackQueue = DispatchQueue.global(qos: .userInitiated)
-        var followsRedirects = true, maximumRedirects = 10, maximumResponseSize: Int? = 100 * 1024 * 1024, deduplicates = false
-        var baseURL: URL?, lastInterceptor: (any Interceptor)?, eventHandler: (@Sendable (Event) -> Void)?
+        var headers = RestEntity(ignoringKeyCase: true)
+        var query = RestEntity()
+        var bodyParameters = RestEntity()
+        var body: Data?
+        var files: [MultipartBody.Part] = []
+        var timeout: TimeInterval = 60
+        var callbackQueue = DispatchQueue.global(qos: .userInitiated)
+        var followsRedirects = true
+        var maximumRedirects = 10
+        var maximumResponseSize: Int? = 100 * 1024 * 1024
+        var deduplicates = false
+        var baseURL: URL?
         var interceptors: [any Interceptor] = []
+        var lastInterceptor: (any Interceptor)?
+        var eventHandler: (@Sendable (Event) -> Void)?
         var idleTimeout: TimeInterval = 60
         var assembleBody: BodyAssembler?
 
@@ -1002,7 +1072,10 @@ public final class RestManager: @unchecked Sendable {
         /// The tutorial's call as a value request: the manager's query, body and files.
         func tutorialRequest(_ method: HttpMethod, url: URL) -> Request {
             var request = Request(method, url: url)
-            (request.queryParameters, request.bodyParameters, request.body, request.files) = (query, bodyParameters, body, files)
+            request.queryParameters = query
+            request.bodyParameters = bodyParameters
+            request.body = body
+            request.files = files
             request.assembleBody = assembleBody
             return request
         }
@@ -1010,10 +1083,14 @@ public final class RestManager: @unchecked Sendable {
 
     /// The body format named by a `Content-Type` value (media type only, any case).
     struct ContentKind {
-        let isJSON: Bool, isForm: Bool, isMultipart: Bool
+        let isJSON: Bool
+        let isForm: Bool
+        let isMultipart: Bool
 
         init(_ contentType: String?) {
-            let media = (contentType ?? "").split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+            let media =
+                (contentType ?? "").split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces)
+                .lowercased() ?? ""
             isJSON = media == "application/json" || media.hasSuffix("+json")
             isForm = media == "application/x-www-form-urlencoded"
             isMultipart = media == "multipart/form-data"
@@ -1027,7 +1104,8 @@ public final class RestManager: @unchecked Sendable {
             let timeout = value.timeoutInterval ?? snapshot.timeout
             guard timeout > 0, timeout.isFinite else { throw CustomError.invalidTimeout(timeout) }
             let method = value.method
-            var request = URLRequest(url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
+            var request = URLRequest(
+                url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int
             // milliseconds; the library enforces the real deadline, so Foundation's only has to come later (10^8 s is
@@ -1035,12 +1113,18 @@ public final class RestManager: @unchecked Sendable {
             request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers
             // The request's own headers win over the manager's of the same name.
-            for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) { headers.removeValue(forKey: name) }
+            for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
+                headers.removeValue(forKey: name)
+            }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
             if value.bodyFile != nil {
-                guard method != .get && method != .head else { throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body") }
-                if headers.value(forKey: "Content-Type") == nil { headers.add(value: "application/octet-stream", forKey: "Content-Type") }
+                guard method != .get && method != .head else {
+                    throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body")
+                }
+                if headers.value(forKey: "Content-Type") == nil {
+                    headers.add(value: "application/octet-stream", forKey: "Content-Type")
+                }
             } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
             } else {
@@ -1056,11 +1140,14 @@ public final class RestManager: @unchecked Sendable {
 
         /// Headers that frame the message or the connection: set by URLSession alone, refused from callers.
         static let framingHeaderNames: Set<String> = [
-            "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade", "expect", "te", "trailer"
+            "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade",
+            "expect", "te", "trailer"
         ]
         /// The headers that follow a redirect to another origin (with the body's own on a 307 or 308); the rest stay
         /// behind.
-        static let crossOriginHeaderNames: Set<String> = ["accept", "accept-language", "accept-encoding", "user-agent", "cache-control"]
+        static let crossOriginHeaderNames: Set<String> = [
+            "accept", "accept-language", "accept-encoding", "user-agent", "cache-control"
+        ]
         /// Request headers that describe a body (Fetch's list): dropped when there is no body.
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
         /// The body for the request, chosen by `Content-Type` (and setting it when missing).
@@ -1069,7 +1156,9 @@ public final class RestManager: @unchecked Sendable {
             // Multipart only for files or fields to encode: a raw multipart `httpBody` goes as is.
             if !snapshot.files.isEmpty || (kind.isMultipart && snapshot.bodyParameters.totalItems() > 0) {
                 var multipart = MultipartBody()
-                for (name, value) in snapshot.bodyParameters.orderedPairs { multipart.addField(name: name, value: value) }
+                for (name, value) in snapshot.bodyParameters.orderedPairs {
+                    multipart.addField(name: name, value: value)
+                }
                 // Files added by URL are read into the body only when inspected (`makeURLRequest`): `perform` streams
                 // them.
                 multipart.parts += try snapshot.files.map { part in
@@ -1088,7 +1177,8 @@ public final class RestManager: @unchecked Sendable {
                 if !kind.isJSON {
                     guard headers.value(forKey: "Content-Type") == nil else {
                         throw CustomError.bodyEncodingFailed(
-                            "httpBodyParameters cannot be sent as '\(headers.value(forKey: "Content-Type") ?? "")'; use httpBody")
+                            "httpBodyParameters cannot be sent as '\(headers.value(forKey: "Content-Type") ?? "")'; use httpBody"
+                        )
                     }
                     headers.add(value: "application/json", forKey: "Content-Type")
                 }
@@ -1104,7 +1194,10 @@ public final class RestManager: @unchecked Sendable {
         /// (the `baseURL` documentation has an example). Fragments are never sent: the base's is dropped.
         static func resolve(_ url: URL, against base: URL?) throws -> URL {
             guard url.scheme == nil else { return url }
-            guard let base else { throw CustomError.invalidURL(url.absoluteString, reason: "it is relative and the manager has no baseURL") }
+            guard let base else {
+                throw CustomError.invalidURL(
+                    url.absoluteString, reason: "it is relative and the manager has no baseURL")
+            }
             let baseParts = splitQuery(base.absoluteString)
             let relativeParts = splitQuery(url.absoluteString)
             var prefix = baseParts.path
@@ -1123,7 +1216,8 @@ public final class RestManager: @unchecked Sendable {
             guard let schemeEnd = text.range(of: "://") else { return nil }
             let rest = text[schemeEnd.upperBound...]
             let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
-            let hostAndPort = authority[(authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex)...]
+            let hostAndPort = authority[
+                (authority.lastIndex(of: "@").map(authority.index(after:)) ?? authority.startIndex)...]
             guard let colon = hostAndPort.lastIndex(of: ":"), !hostAndPort[colon...].contains("]") else { return nil }
             return hostAndPort[hostAndPort.index(after: colon)...]
         }
@@ -1139,7 +1233,8 @@ public final class RestManager: @unchecked Sendable {
             let text = url.absoluteString
             if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
                 throw CustomError.invalidURL(
-                    Encoding.printable(text), reason: "it contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
+                    Encoding.printable(text),
+                    reason: "it contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw CustomError.invalidURL(text, reason: "only absolute http and https URLs are supported")
@@ -1171,20 +1266,25 @@ public final class RestManager: @unchecked Sendable {
                 let existing = components.percentEncodedQuery.map { $0.isEmpty ? "" : $0 + "&" } ?? ""
                 components.percentEncodedQuery = existing + query.percentEncodedQuery
             }
-            guard let result = components.url else { throw CustomError.invalidURL(text, reason: "it cannot be rebuilt") }
+            guard let result = components.url else {
+                throw CustomError.invalidURL(text, reason: "it cannot be rebuilt")
+            }
             return result
         }
 
         static func validateHeader(name: String, value: String) throws {
             guard !name.isEmpty, name.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {
-                throw CustomError.invalidHeader(name: name, reason: "a header name may contain only letters, digits and !#$%&'*+-.^_`|~")
+                throw CustomError.invalidHeader(
+                    name: name, reason: "a header name may contain only letters, digits and !#$%&'*+-.^_`|~")
             }
             if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
                 throw CustomError.invalidHeader(name: name, reason: "the value contains CR, LF or NUL")
             }
             if framingHeaderNames.contains(name.lowercased()) {
                 throw CustomError.invalidHeader(
-                    name: name, reason: "it frames the message, which only URLSession may set (a wrong value would smuggle a request)")
+                    name: name,
+                    reason:
+                        "it frames the message, which only URLSession may set (a wrong value would smuggle a request)")
             }
         }
 
@@ -1200,8 +1300,12 @@ public final class RestManager: @unchecked Sendable {
                 parts.append("-H " + Encoding.shellQuoted("\(name): \(shown)"))
             }
             if var body = request.httpBody, !body.isEmpty {
-                if !revealingSecrets { body = Redaction.body(body, contentType: request.value(forHTTPHeaderField: "Content-Type")) }
-                let text = String(data: body, encoding: .utf8).flatMap { $0.contains("\0") ? nil : Encoding.shellQuoted($0) }
+                if !revealingSecrets {
+                    body = Redaction.body(body, contentType: request.value(forHTTPHeaderField: "Content-Type"))
+                }
+                let text = String(data: body, encoding: .utf8).flatMap {
+                    $0.contains("\0") ? nil : Encoding.shellQuoted($0)
+                }
                 parts.append("--data-binary " + (text ?? "@body.bin  # \(body.count) bytes of binary data"))
             }
             return parts.joined(separator: " ")
@@ -1219,7 +1323,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         static let secretParts = [
-            "token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "access_key", "accesskey", "private_key",
+            "token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "access_key", "accesskey",
+            "private_key",
             "signature", "session", "credential"
         ]
         static let secretNames: Set<String> = [
@@ -1241,10 +1346,13 @@ public final class RestManager: @unchecked Sendable {
             if kind.isForm, let text = String(data: body, encoding: .utf8) {
                 return Data(redactingPairs(Substring(text), decodingPlus: true).utf8)
             }
-            guard kind.isJSON, let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else { return body }
+            guard kind.isJSON, let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
+            else { return body }
             var found = false
             let redacted = redactingJSON(object, found: &found)
-            guard found, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else { return body }
+            guard found, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else {
+                return body
+            }
             return data
         }
 
@@ -1269,7 +1377,8 @@ public final class RestManager: @unchecked Sendable {
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
                 var name = String(pair[..<equals])
                 if decodingPlus { name = name.replacingOccurrences(of: "+", with: " ") }
-                return isSecretName(name.removingPercentEncoding ?? name) ? pair[..<equals] + "=<redacted>" : String(pair)
+                return isSecretName(name.removingPercentEncoding ?? name)
+                    ? pair[..<equals] + "=<redacted>" : String(pair)
             }.joined(separator: "&")
         }
 
@@ -1295,7 +1404,8 @@ public final class RestManager: @unchecked Sendable {
             guard let question = rest.firstIndex(of: "?") else { return output + rest }
             output += rest[...question]
             let queryEnd = rest[question...].firstIndex(of: "#") ?? rest.endIndex
-            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd], decodingPlus: false) + rest[queryEnd...]
+            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd], decodingPlus: false)
+                + rest[queryEnd...]
         }
     }
 
@@ -1304,17 +1414,22 @@ public final class RestManager: @unchecked Sendable {
     enum Encoding {
         static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         static let formAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")
-        static let tokenCharacters = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
+        static let tokenCharacters = asciiTable(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
         private static let hexDigits = Array("0123456789ABCDEF".utf8)
         private static let lowerHexDigits = Array("0123456789abcdef".utf8)
 
         static func json<Value: Encodable>(_ value: Value, encoder: JSONEncoder) throws -> Data {
-            do { return try encoder.encode(value) } catch { throw CustomError.bodyEncodingFailed(String(describing: error)) }
+            do { return try encoder.encode(value) } catch {
+                throw CustomError.bodyEncodingFailed(String(describing: error))
+            }
         }
 
         /// `Content-Type: application/json` unless a JSON type is set.
         static func setJSONContentType(_ headers: inout RestEntity) {
-            if !ContentKind(headers.value(forKey: "Content-Type")).isJSON { headers.add(value: "application/json", forKey: "Content-Type") }
+            if !ContentKind(headers.value(forKey: "Content-Type")).isJSON {
+                headers.add(value: "application/json", forKey: "Content-Type")
+            }
         }
 
         static func asciiTable(_ characters: String) -> [Bool] {
@@ -1345,7 +1460,8 @@ public final class RestManager: @unchecked Sendable {
                 case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
                 case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
                 case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-                case ..<0x20: bytes += Array("\\u00".utf8) + [lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0x0F)]]
+                case ..<0x20:
+                    bytes += Array("\\u00".utf8) + [lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0x0F)]]
                 default: bytes.append(byte)
                 }
             }
@@ -1354,14 +1470,21 @@ public final class RestManager: @unchecked Sendable {
 
         /// A multipart parameter value: quotes and line breaks escaped as browsers do.
         static func quotedParameter(_ text: String) -> String {
-            text.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D").replacingOccurrences(of: "\n", with: "%0A")
+            text.replacingOccurrences(of: "\"", with: "%22").replacingOccurrences(of: "\r", with: "%0D")
+                .replacingOccurrences(of: "\n", with: "%0A")
         }
 
-        static func singleLine(_ text: String) -> String { text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ") }
-        static func shellQuoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        static func singleLine(_ text: String) -> String {
+            text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
+        }
+        static func shellQuoted(_ text: String) -> String {
+            "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        }
         /// Text for an error message, control characters made visible.
         static func printable(_ text: String) -> String {
-            text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined()
+            text.unicodeScalars.map {
+                $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0)
+            }.joined()
         }
     }
 
@@ -1395,7 +1518,9 @@ public final class RestManager: @unchecked Sendable {
 
     /// The one core request path: every public call ends here, built and started on the caller's thread as raw
     /// URLSession's.
-    func perform(_ value: Request, snapshot: Snapshot, completion: @escaping @Sendable (Results) -> Void) -> RequestHandle {
+    func perform(
+        _ value: Request, snapshot: Snapshot, completion: @escaping @Sendable (Results) -> Void
+    ) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
         snapshot.maximumRedirects = max(0, snapshot.maximumRedirects)
@@ -1404,10 +1529,14 @@ public final class RestManager: @unchecked Sendable {
         var named = URLRequest(url: value.url)
         named.httpMethod = value.method.name
         let reportFinished = snapshot.eventHandler.map { handler in
-            { @Sendable (results: Results, request: URLRequest) in handler(.finished(request, results, duration: Self.seconds(since: started))) }
+            { @Sendable (results: Results, request: URLRequest) in
+                handler(.finished(request, results, duration: Self.seconds(since: started)))
+            }
         }
-        let handle = RequestHandle(queue: snapshot.callbackQueue, request: named, reportFinished: reportFinished, completion: completion)
-        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }), let assemble = value.assembleBody
+        let handle = RequestHandle(
+            queue: snapshot.callbackQueue, request: named, reportFinished: reportFinished, completion: completion)
+        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }),
+            let assemble = value.assembleBody
         else {
             start(value, snapshot: snapshot, handle: handle, started: started)
             return handle
@@ -1432,6 +1561,7 @@ public final class RestManager: @unchecked Sendable {
             request = try RequestBuilder.build(value, snapshot: snapshot)
             try value.transfer?.open()
         } catch {
+            value.transfer?.release()
             handle.deliver(Results(withError: CustomError.wrap(error)))
             return
         }
@@ -1443,7 +1573,8 @@ public final class RestManager: @unchecked Sendable {
             value.interceptors.isEmpty
         else {
             let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, started: started,
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport,
+                started: started,
                 onFinish: nil)
             if exchange.add(handle) { exchange.start() }
             return
@@ -1454,7 +1585,8 @@ public final class RestManager: @unchecked Sendable {
         let newExchange = inFlight.withLock { table -> Exchange? in
             if let existing = table[key], existing.add(handle) { return nil }
             let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport, started: started
+                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport,
+                started: started
             ) { finished in
                 inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
             }
@@ -1469,7 +1601,8 @@ public final class RestManager: @unchecked Sendable {
     /// outcome.
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
-        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(snapshot.followsRedirects) "
+        return
+            "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(snapshot.followsRedirects) "
             + "\(snapshot.maximumRedirects) \(snapshot.maximumResponseSize ?? -1) \(ObjectIdentifier(snapshot.callbackQueue).hashValue)"
     }
 
@@ -1488,8 +1621,15 @@ public final class RestManager: @unchecked Sendable {
         /// Serial (FoundationNetworking completes a task with a check-then-act atomic only on a serial queue); each
         /// delegate call goes straight to `delegateThread` as a block, without OperationQueue's bookkeeping.
         final class DelegateQueue: OperationQueue, @unchecked Sendable {
-            override init() { super.init(); (maxConcurrentOperationCount, underlyingQueue, name) = (1, Transport.delegateThread, "RestManager") }
-            override func addOperation(_ block: @escaping @Sendable () -> Void) { Transport.delegateThread.async(execute: block) }
+            override init() {
+                super.init()
+                maxConcurrentOperationCount = 1
+                underlyingQueue = Transport.delegateThread
+                name = "RestManager"
+            }
+            override func addOperation(_ block: @escaping @Sendable () -> Void) {
+                Transport.delegateThread.async(execute: block)
+            }
         }
         /// Where all sessions' delegate work runs (FoundationNetworking serialises it anyway), on a thread of its own
         /// whenever it has work. Never freed: Linux's `underlyingQueue` does not retain it.
@@ -1594,8 +1734,10 @@ public final class RestManager: @unchecked Sendable {
                     return reader
                 }
                 guard unreadBytes + data.count <= ResponseBody.maximumUnreadBytes else {
-                    let reason = "The stream's reader fell more than \(ResponseBody.maximumUnreadBytes) bytes behind; read faster"
-                    throw CustomError.transport(URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
+                    let reason =
+                        "The stream's reader fell more than \(ResponseBody.maximumUnreadBytes) bytes behind; read faster"
+                    throw CustomError.transport(
+                        URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
                 }
                 chunks.append(data)
                 unreadBytes += data.count
@@ -1606,15 +1748,13 @@ public final class RestManager: @unchecked Sendable {
 
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
-            let wasOpen = lock.withLock { () -> Bool in
-                if case .open = state { return true }
-                return false
-            }
+            let wasOpen = isOpen
             let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
             if !wasOpen {
                 if let error = results.error { return finish(.failure(error), head: .failure(error)) }
                 guard results.isSuccess, let response = results.response else {
-                    let error = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
+                    let error = CustomError.unacceptableStatusCode(
+                        results.statusCode ?? 0, body: results.data ?? Data())
                     return finish(.failure(error), head: .failure(error))
                 }
                 // An answer that did not come from the network (a cache's) is one chunk.
@@ -1716,7 +1856,8 @@ public final class RestManager: @unchecked Sendable {
 
             var attempt: Int {
                 switch self {
-                case .adapting(let attempt), .sending(let attempt, _), .deciding(let attempt), .waiting(let attempt): attempt
+                case .adapting(let attempt), .sending(let attempt, _), .deciding(let attempt), .waiting(let attempt):
+                    attempt
                 case .finished: 0
                 }
             }
@@ -1758,15 +1899,22 @@ public final class RestManager: @unchecked Sendable {
         private var bytesSent: Int64 = 0
 
         init(
-            request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor], transport: Transport,
+            request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor],
+            transport: Transport,
             started: DispatchTime, onFinish: (@Sendable (Exchange) -> Void)?
         ) {
             self.started = started
-            (self.settings, self.transport, self.onFinish) = (snapshot, transport, onFinish)
-            (self.request, self.firstRequest, self.firstURL) = (request, request, request.url ?? URL(fileURLWithPath: "/"))
+            self.settings = snapshot
+            self.transport = transport
+            self.onFinish = onFinish
+            self.request = request
+            self.firstRequest = request
+            self.firstURL = request.url ?? URL(fileURLWithPath: "/")
             self.attemptRequest = request
             self.interceptors = interceptors
-            (transfer, stream, firstBodyFile) = (value.transfer, value.stream, value.bodyFile)
+            transfer = value.transfer
+            stream = value.stream
+            firstBodyFile = value.bodyFile
         }
 
         /// Adds a waiting handle; false when this exchange has already finished.
@@ -1781,7 +1929,9 @@ public final class RestManager: @unchecked Sendable {
         func start() {
             let deadline = min(settings.timeout, RestManager.never) - elapsed
             guard startTimer(after: deadline, { [weak self] in self?.deadlinePassed() }) else { return }
-            if transfer?.reportsProgress == true { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
+            if transfer?.reportsProgress == true {
+                startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() }
+            }
             // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`.
             if stream != nil || transfer != nil {
                 let check = min(max(settings.idleTimeout / 8, 0.01), 1)
@@ -1792,7 +1942,9 @@ public final class RestManager: @unchecked Sendable {
 
         /// Starts a timer on the deadline queue; false (and nothing started) when the exchange has finished.
         @discardableResult
-        private func startTimer(after seconds: TimeInterval, repeating: TimeInterval = .infinity, _ handler: @escaping @Sendable () -> Void) -> Bool {
+        private func startTimer(
+            after seconds: TimeInterval, repeating: TimeInterval = .infinity, _ handler: @escaping @Sendable () -> Void
+        ) -> Bool {
             let timer = DispatchSource.makeTimerSource(queue: transport.timerQueue)
             timer.schedule(deadline: .now() + seconds, repeating: repeating)
             timer.setEventHandler(handler: handler)
@@ -1828,7 +1980,9 @@ public final class RestManager: @unchecked Sendable {
                             return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)
                         }
                     }
-                    for (name, value) in adapted.allHTTPHeaderFields ?? [:] { try RequestBuilder.validateHeader(name: name, value: value) }
+                    for (name, value) in adapted.allHTTPHeaderFields ?? [:] {
+                        try RequestBuilder.validateHeader(name: name, value: value)
+                    }
                     self.transmit(adapted, attempt: number)
                 } catch {
                     self.fail(error)
@@ -1876,7 +2030,9 @@ public final class RestManager: @unchecked Sendable {
                 }
             }
             // The next attempt must start before the call's deadline, or the last answer is delivered now.
-            guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else { return finish(delivered) }
+            guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else {
+                return finish(delivered)
+            }
             let waits = lock.withLock { () -> Bool in
                 if !finished { state = .waiting(attempt: number) }
                 return !finished
@@ -1889,11 +2045,14 @@ public final class RestManager: @unchecked Sendable {
 
         /// Why an attempt is retried, for the `retrying` event: the status (and its Retry-After) or the network error.
         private static func reason(_ results: Results) -> String {
-            if case .transport(let error)? = results.error as? CustomError { return "network error \(error.code.rawValue)" }
+            if case .transport(let error)? = results.error as? CustomError {
+                return "network error \(error.code.rawValue)"
+            }
             if let error = results.error { return error.localizedDescription }
             let header = results.response?.headers.value(forKey: "Retry-After")
             // Whole seconds only: an unreadable value was not waited for.
-            let retryAfter = header.flatMap { value in value.allSatisfy(\.isWholeNumber) ? ", Retry-After \(value)" : nil } ?? ""
+            let retryAfter =
+                header.flatMap { value in value.allSatisfy(\.isWholeNumber) ? ", Retry-After \(value)" : nil } ?? ""
             return "HTTP \(results.statusCode ?? 0)" + retryAfter
         }
 
@@ -1933,7 +2092,9 @@ public final class RestManager: @unchecked Sendable {
             }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
-            let task = file.map { transport.session.uploadTask(with: request, fromFile: $0) } ?? transport.session.dataTask(with: request)
+            let task =
+                file.map { transport.session.uploadTask(with: request, fromFile: $0) }
+                ?? transport.session.dataTask(with: request)
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
@@ -1964,7 +2125,8 @@ public final class RestManager: @unchecked Sendable {
                         target = .memory
                         // The announced length (compressed bytes, if any) is a good first guess for the size; capped: a
                         // header may announce anything (30 GB with a limit of Int.max would trap).
-                        let expected = min(response.expectedContentLength, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20)))
+                        let expected = min(
+                            response.expectedContentLength, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20)))
                         if expected > 0 { body.reserveCapacity(Int(expected)) }
                     }
                     if target == .restart { self.task = nil }
@@ -2016,17 +2178,20 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let (data, hookRan) = state else { return }
             if let error {
-                let urlError = Self.classified(error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
+                let urlError = Self.classified(
+                    error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
                 switch urlError.code {
                 case .cancelled:
                     // Nobody here cancelled it (that finishes the exchange first): the session delegate declined an
                     // authentication challenge, whose answer (401, 407) is in the task's response.
                     if let http = task.response as? HTTPURLResponse {
-                        return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
+                        return attemptEnded(
+                            Results(withData: data, response: Response(fromURLResponse: http), error: nil))
                     }
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 case .timedOut: return fail(CustomError.timedOut(firstURL, after: settings.timeout))
-                case .httpTooManyRedirects: return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
+                case .httpTooManyRedirects:
+                    return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
                 default:
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
@@ -2034,7 +2199,9 @@ public final class RestManager: @unchecked Sendable {
             guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
             // URLSession must never follow a redirect itself (secrets would go to another origin unchecked); if an SDK
             // ever stops calling the hook, fail loudly instead of silently.
-            if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url, original != current {
+            if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url,
+                original != current
+            {
                 return fail(CustomError.unexpectedRedirect(current))
             }
             if settings.followsRedirects, [301, 302, 303, 307, 308].contains(http.statusCode),
@@ -2043,19 +2210,25 @@ public final class RestManager: @unchecked Sendable {
                 return redirect(from: http, to: location)
             }
             if let transfer, (200..<300).contains(http.statusCode) {
-                do { if try !lock.withLock({ try transfer.complete() }) { return send(lock.withLock { request }) } } catch { return fail(error) }
+                do {
+                    if try !lock.withLock({ try transfer.complete() }) { return send(lock.withLock { request }) }
+                } catch { return fail(error) }
             }
             attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
         }
 
         private func redirect(from response: HTTPURLResponse, to location: String) {
             let (current, hops) = lock.withLock { () -> (URLRequest, Int) in
-                if case .sending(let attempt, let redirects) = state { state = .sending(attempt: attempt, redirects: redirects + 1) }
+                if case .sending(let attempt, let redirects) = state {
+                    state = .sending(attempt: attempt, redirects: redirects + 1)
+                }
                 redirectHookRan = false
                 guard case .sending(_, let redirects) = state else { return (request, Int.max) }
                 return (request, redirects)
             }
-            guard hops <= settings.maximumRedirects else { return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects)) }
+            guard hops <= settings.maximumRedirects else {
+                return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
+            }
             guard let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
                 ["http", "https"].contains(target.scheme?.lowercased()), target.host != nil
             else { return fail(CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")) }
@@ -2063,16 +2236,21 @@ public final class RestManager: @unchecked Sendable {
             next.url = target
             let method = current.httpMethod ?? "GET"
             // RFC 9110 §15.4 as browsers do it: 303 makes everything but HEAD a GET; 301/302 only POST.
-            let becomesGet = response.statusCode == 303 ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"
+            let becomesGet =
+                response.statusCode == 303
+                ? method != "HEAD" : [301, 302].contains(response.statusCode) && method == "POST"
             if becomesGet {
                 next.httpMethod = "GET"
                 next.httpBody = nil
-                for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] { next.setValue(nil, forHTTPHeaderField: name) }
+                for name in RequestBuilder.bodyHeaderNames + ["Content-Length"] {
+                    next.setValue(nil, forHTTPHeaderField: name)
+                }
             }
             if !RestManager.isSameOrigin(currentURL, target) {
                 // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than
                 // not.
-                let followers = RequestBuilder.crossOriginHeaderNames.union(becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
+                let followers = RequestBuilder.crossOriginHeaderNames.union(
+                    becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
                 for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
@@ -2090,7 +2268,10 @@ public final class RestManager: @unchecked Sendable {
                 guard !finished else { return nil }
                 if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
                 state = .finished
-                defer { handles = []; body = Data() }
+                defer {
+                    handles = []
+                    body = Data()
+                }
                 return (handles, takeResources(), request)
             }
             guard let outcome else { return }
@@ -2128,17 +2309,16 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// FoundationNetworking traps (`try!` on libcurl's code 43) when its file reader resumes a send that a cancel took
-        /// apart, which it may do until the body has gone out whole: a file upload's task is cancelled only then (the
-        /// call itself completed with `.cancelled` already), or once no byte went out for `idleTimeout` (a stalled peer,
-        /// not a slow disk). Apple platforms cancel at once.
+        /// apart, which it may do until its last read of the file, even after the last byte went out: a running file
+        /// upload is left to end by itself (the call completed with `.cancelled` already; its answer is dropped), unless
+        /// no byte went out for `idleTimeout` (a stalled peer, with no read pending). Apple platforms cancel at once.
         private func cancelUpload(_ task: URLSessionDataTask, sent: Int64 = -1, quietPolls: Int = 0) {
             #if canImport(FoundationNetworking)
             let now = task.countOfBytesSent
-            let whole = task.countOfBytesExpectedToSend > 0 && now >= task.countOfBytesExpectedToSend
             let quiet = now == sent ? quietPolls + 1 : 0
             // Suspended: its `resume()` may be under way on another thread.
             let live = task.state == .running || task.state == .suspended
-            if live, !(whole && now == sent), Double(quiet) / 100 < settings.idleTimeout {
+            if live, Double(quiet) / 100 < settings.idleTimeout {
                 transport.timerQueue.asyncAfter(deadline: .now() + .milliseconds(10)) {
                     self.cancelUpload(task, sent: now, quietPolls: quiet)
                 }
@@ -2150,7 +2330,9 @@ public final class RestManager: @unchecked Sendable {
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
-        private func cancelLater(_ task: URLSessionDataTask) { transport.session.delegateQueue.addOperation { task.cancel() } }
+        private func cancelLater(_ task: URLSessionDataTask) {
+            transport.session.delegateQueue.addOperation { task.cancel() }
+        }
 
         /// Linux reports TLS failures as -1 (unknown) with libcurl's text; they get the codes Apple platforms use
         /// (-1202 for a certificate not trusted, -1200 for another TLS failure), which no retry policy retries.
@@ -2170,7 +2352,9 @@ public final class RestManager: @unchecked Sendable {
     /// challenges.
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
-        func register(_ exchange: Exchange, for task: URLSessionTask) { exchanges.withLock { $0[task.taskIdentifier] = exchange } }
+        func register(_ exchange: Exchange, for task: URLSessionTask) {
+            exchanges.withLock { $0[task.taskIdentifier] = exchange }
+        }
         private func exchange(for task: URLSessionTask) -> Exchange? { exchanges.withLock { $0[task.taskIdentifier] } }
         func urlSession(
             _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
@@ -2189,7 +2373,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func urlSession(
-            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest,
             completionHandler: @escaping @Sendable (URLRequest?) -> Void
         ) {
             exchange(for: task)?.redirectHookCalled()
@@ -2222,7 +2407,9 @@ public final class RestManager: @unchecked Sendable {
     /// A deadline that never comes: a billion seconds keeps the arithmetic in range.
     static let never: TimeInterval = 1e9
 
-    static func seconds(since start: DispatchTime) -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 }
+    static func seconds(since start: DispatchTime) -> TimeInterval {
+        Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    }
 
     /// Runs a completion-handler call as `async`, cancelled with the surrounding Task (one that is already cancelled
     /// gets `cancelled` at once: nothing is sent). The completion runs once, so the continuation resumes once.
@@ -2262,7 +2449,9 @@ public final class RestManager: @unchecked Sendable {
         private let lock = Lock()
         private var value: Value
         init(_ value: Value) { self.value = value }
-        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result { try lock.withLock { try body(&value) } }
+        func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+            try lock.withLock { try body(&value) }
+        }
     }
 }
 
@@ -2270,7 +2459,9 @@ extension RestManager.Interceptor {
     /// Sends the request as it is.
     public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest { request }
     /// Delivers the results as they are.
-    public func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+    public func decide(
+        after results: RestManager.Results, for request: URLRequest, attempt: Int
+    ) async -> RestManager.AttemptDecision {
         .deliver
     }
 }

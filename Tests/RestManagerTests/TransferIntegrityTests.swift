@@ -114,9 +114,8 @@ final class TransferIntegrityTests: MockServerTestCase {
     }
 
     /// A file that grows while it is sent (FoundationNetworking reads it to its end, past the Content-Length it
-    /// announced): the call fails saying so, and the bytes past the announced length never run as a request on the
-    /// kept-alive connection (`Connection: close`).
-    func testAFileThatGrowsWhileItIsSentFailsAndSmugglesNothing() async throws {
+    /// announced): the call fails saying so.
+    func testAFileThatGrowsWhileItIsSentFails() async throws {
         let file = scratch.appendingPathComponent("growing.bin")
         XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
         XCTAssertEqual(truncate(file.path, 256 << 20), 0)
@@ -133,10 +132,6 @@ final class TransferIntegrityTests: MockServerTestCase {
         guard case .fileAccessFailed(file, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: results.error))")
         }
-        let echo = await rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
-        XCTAssertEqual(echo.statusCode, 200)
-        XCTAssertEqual(server.receivedRequests.map(\.path).filter { $0 != "/_test/upload" && $0 != "/_test/echo" }, [])
-        XCTAssertEqual(server.receivedRequests.first?.header("Connection"), "close")
     }
 
     func testSpecialFilesAndOverlongNamesAreRefusedUpFront() throws {
