@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation testing for Sources/RestManager/RestManager.swift, with no packages.
+"""Mutation testing for Sources/RestManager/RestManager.swift (or, with --file, an add-on), with no packages.
 
 Each mutant is one small, realistic bug (a flipped comparison, a swapped boolean operator, an
 off-by-one, a dropped statement, a changed constant) put into a copy of the repository. The copy is
@@ -125,10 +125,14 @@ def main():
     parser.add_argument("--check", action="store_true", help="exit 1 when a survivor is not listed as equivalent")
     parser.add_argument("--from-report", help="sample only mutants whose key this report lists (those already triaged)")
     parser.add_argument("--report")
+    parser.add_argument("--file", help="the library file to mutate (default Sources/RestManager/RestManager.swift); "
+                        "an add-on such as Sources/RestManager/RestManager+Transfers.swift")
     parser.add_argument("--work", default="/tmp/restmanager-mutation")
     parser.add_argument("--in-place", action="store_true",
                         help="mutate the file in this tree and reuse its .build (CI: incremental builds); restored at the end")
     arguments = parser.parse_args()
+    global LIBRARY
+    LIBRARY = arguments.file or LIBRARY
 
     text = open(os.path.join(ROOT, LIBRARY)).read()
     mutants = catalogue(text)

@@ -122,7 +122,12 @@ enum TransferBench {
         ]
         if let curl {
             uploads.append(
-                ("curl", { done in done(runCurl(curl, ["-sf", "-o", "/dev/null", "-X", "POST", "-T", source.path, uploadURL.absoluteString])) }))
+                (
+                    "curl",
+                    { done in
+                        done(runCurl(curl, ["-sf", "-o", "/dev/null", "-X", "POST", "-H", "Expect:", "-T", source.path, uploadURL.absoluteString]))
+                    }
+                ))
         }
         rows += compare("upload \(bytes >> 20) MiB from a file", bytes: bytes, rounds: rounds, clients: uploads) {}
         return rows

@@ -25,7 +25,11 @@ if arguments.contains("--serve") {
         FileHandle.standardError.write(Data("restbench: cannot start the mock server: \(error)\n".utf8))
         exit(69)
     }
-    FileHandle.standardOutput.write(Data("\(server.port)\n".utf8))
+    // `--latency`: delay proxies in front of the server, one per round trip asked for ("50:PORT 100:PORT").
+    let roundTrips = (ProcessInfo.processInfo.environment["RESTBENCH_ROUND_TRIPS"] ?? "").split(separator: ",").compactMap { Int($0) }
+    let proxies = roundTrips.map { LatencyProxy(upstreamPort: server.port, roundTrip: $0) }
+    let proxyPorts = zip(roundTrips, proxies).compactMap { milliseconds, proxy in proxy.start().map { " \(milliseconds):\($0)" } }
+    FileHandle.standardOutput.write(Data(("\(server.port)" + proxyPorts.joined() + "\n").utf8))
     _ = FileHandle.standardInput.readDataToEndOfFile()  // runs until the parent closes our stdin
     server.stop()
     exit(0)
@@ -37,11 +41,20 @@ let svgPath: String? = {
     guard let index = list.firstIndex(of: "--svg") else { return nil }
     return index + 1 < list.count ? list[index + 1] : ""
 }()
-let unknown = arguments.subtracting(["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming"] + (svgPath.map { [$0] } ?? []))
+// --latency [MS]: the transfer rows through a delay proxy, at MS ms round trip (default: 0, 50 and 100).
+let latencyRoundTrips: [Int]? = {
+    let list = Array(CommandLine.arguments.dropFirst())
+    guard let index = list.firstIndex(of: "--latency") else { return nil }
+    guard index + 1 < list.count, let milliseconds = Int(list[index + 1]), (0...10_000).contains(milliseconds) else { return [0, 50, 100] }
+    return [milliseconds]
+}()
+let latencyValue = latencyRoundTrips.flatMap { $0.count == 1 ? ["\($0[0])"] : nil } ?? []
+let unknown = arguments.subtracting(
+    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--latency"] + (svgPath.map { [$0] } ?? []) + latencyValue)
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache] [--streaming])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--cache] [--streaming])\n"
                 .utf8))
     exit(64)
 }
@@ -56,6 +69,9 @@ func progress(_ text: String) { FileHandle.standardError.write(Data((text + "\n"
 let child = Process()
 child.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
 child.arguments = ["--serve"]
+var childEnvironment = ProcessInfo.processInfo.environment
+childEnvironment["RESTBENCH_ROUND_TRIPS"] = (latencyRoundTrips ?? []).filter { $0 > 0 }.map(String.init).joined(separator: ",")
+child.environment = childEnvironment
 let childInput = Pipe()
 let childOutput = Pipe()
 child.standardInput = childInput
@@ -65,7 +81,15 @@ do { try child.run() } catch {
     exit(69)
 }
 let portLine = String(decoding: childOutput.fileHandleForReading.availableData, as: UTF8.self)
-guard let port = UInt16(portLine.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+let portWords = portLine.split(whereSeparator: \.isWhitespace)
+/// The delay proxies' ports by round trip in milliseconds.
+let proxyPorts = Dictionary(
+    portWords.dropFirst().compactMap { word -> (Int, UInt16)? in
+        let parts = word.split(separator: ":")
+        guard parts.count == 2, let milliseconds = Int(parts[0]), let port = UInt16(parts[1]) else { return nil }
+        return (milliseconds, port)
+    }, uniquingKeysWith: { first, _ in first })
+guard let port = portWords.first.flatMap({ UInt16($0) }) else {
     progress("restbench: the server process did not report a port")
     exit(69)
 }
@@ -198,6 +222,29 @@ if arguments.contains("--transfers") {
                 format: "%@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB during the transfer%@",
                 row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
                 row.failures > 0 ? ", \(row.failures) failed" : ""))
+    }
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
+}
+
+// --latency: the transfer rows at each round trip, through the child's delay proxies.
+if let roundTrips = latencyRoundTrips {
+    for milliseconds in roundTrips {
+        let proxied = milliseconds == 0 ? base : proxyPorts[milliseconds].map { "http://127.0.0.1:\($0)" }
+        guard let proxied else {
+            progress("restbench: no delay proxy for \(milliseconds) ms")
+            continue
+        }
+        let rows = TransferBench.run(base: proxied, bytes: quick ? 32 << 20 : 256 << 20, rounds: quick ? 1 : 2)
+        for row in rows {
+            let extra = row.extra ?? [:]
+            print(
+                String(
+                    format: "%d ms RTT, %@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB%@", milliseconds,
+                    row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
+                    row.failures > 0 ? ", \(row.failures) failed" : ""))
+        }
     }
     childInput.fileHandleForWriting.closeFile()
     child.waitUntilExit()
