@@ -69,14 +69,14 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The longest a whole request may take, redirects included, in seconds (default 60). Enforced by the library
-    /// itself, so 0.5 means half a second on Linux too.
+    /// itself, so 0.5 means half a second on Linux too. Streams and transfers use `idleTimeoutInterval` instead.
     public var timeoutInterval: TimeInterval {
         get { withState { $0.timeout } }
         set { withState { $0.timeout = newValue } }
     }
 
-    /// How long a stream may go without a byte arriving before it ends with `.timedOut` (default 60 s). A stream has no
-    /// whole-call deadline unless its request sets `timeoutInterval`.
+    /// How long a stream, download or upload may go without a byte moving before it ends with `.timedOut` (default
+    /// 60 s). They have no whole-call deadline unless the call or its request sets `timeoutInterval`.
     public var idleTimeoutInterval: TimeInterval {
         get { withState { $0.idleTimeout } }
         set { withState { $0.idleTimeout = newValue } }
