@@ -15,22 +15,6 @@ final class DownloadTests: MockServerTestCase {
 
     private func partial(_ destination: URL) -> URL { URL(fileURLWithPath: destination.path + ".part") }
 
-    @discardableResult
-    private func download(
-        _ path: String, to destination: URL, timeout: TimeInterval = 30,
-        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil,
-        file: StaticString = #filePath, line: UInt = #line
-    ) -> Result<URL, RestManager.CustomError>? {
-        let done = expectation(description: "download \(path)")
-        let box = ResultBox<Result<URL, RestManager.CustomError>>()
-        rest.download(fromURL: url(path), to: destination, progress: progress) { result in
-            box.set(result)
-            done.fulfill()
-        }
-        wait(for: [done], timeout: timeout)
-        return box.value
-    }
-
     private func requests(to path: String) -> [ReceivedRequestSummary] {
         server.receivedRequests.filter { $0.path == path }.map {
             ReceivedRequestSummary(range: $0.header("Range"), ifRange: $0.header("If-Range"), acceptEncoding: $0.header("Accept-Encoding"))

@@ -13,17 +13,6 @@ final class TransferIntegrityTests: MockServerTestCase {
     private func partial(_ destination: URL) -> URL { URL(fileURLWithPath: destination.path + ".part") }
     private func exists(_ url: URL) -> Bool { FileManager.default.fileExists(atPath: url.path) }
 
-    private func download(_ path: String, to destination: URL) -> Result<URL, RestManager.CustomError>? {
-        let done = expectation(description: "download \(path)")
-        let box = ResultBox<Result<URL, RestManager.CustomError>>()
-        rest.download(fromURL: url(path), to: destination) { result in
-            box.set(result)
-            done.fulfill()
-        }
-        wait(for: [done], timeout: 60)
-        return box.value
-    }
-
     private func failureReason(_ result: Result<URL, RestManager.CustomError>?, file: StaticString = #filePath, line: UInt = #line) -> String {
         guard case .failure(let error)? = result else {
             XCTFail("not a failure: \(String(describing: result))", file: file, line: line)

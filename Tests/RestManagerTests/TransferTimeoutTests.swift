@@ -13,19 +13,6 @@ final class TransferTimeoutTests: MockServerTestCase {
         return Data(repeating: 0x61, count: 6000)
     }
 
-    private func download(
-        _ path: String, to destination: URL, timeoutInterval: TimeInterval? = nil
-    ) -> Result<URL, RestManager.CustomError>? {
-        let done = expectation(description: "download \(path)")
-        let box = ResultBox<Result<URL, RestManager.CustomError>>()
-        rest.download(fromURL: url(path), to: destination, timeoutInterval: timeoutInterval) { result in
-            box.set(result)
-            done.fulfill()
-        }
-        wait(for: [done], timeout: 60)
-        return box.value
-    }
-
     func testADownloadOutlastsTheManagersTimeoutWhileBytesArrive() throws {
         rest.timeoutInterval = 0.5
         let expected = stubSlowFile()

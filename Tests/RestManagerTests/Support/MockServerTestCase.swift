@@ -39,6 +39,22 @@ class MockServerTestCase: XCTestCase {
         URL(string: server.baseURL.absoluteString + path)!  // test-controlled text
     }
 
+    /// Calls `download` and waits (up to `timeout`) for its completion; nil when it never comes.
+    @discardableResult
+    func download(
+        _ path: String, to destination: URL, timeoutInterval: TimeInterval? = nil, timeout: TimeInterval = 60,
+        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil
+    ) -> Result<URL, RestManager.CustomError>? {
+        let done = expectation(description: "download \(path)")
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        rest.download(fromURL: url(path), to: destination, timeoutInterval: timeoutInterval, progress: progress) { result in
+            box.set(result)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: timeout)
+        return box.value
+    }
+
     /// Calls `makeRequest` and waits for its completion, failing the test if it never comes.
     /// `base` sends to another server than the fixture's (e.g. `http://127.0.0.1:8080`).
     @discardableResult
