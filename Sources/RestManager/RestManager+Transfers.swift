@@ -178,9 +178,8 @@ extension RestManager {
 
         /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`: the call fails.
         func complete() throws -> Bool {
-            guard FileStream.size(file) == size else {
-                throw FileStream.failure(file, "it changed size while it was sent")
-            }
+            let now = FileStream.size(file)
+            guard now == size else { throw FileStream.failure(file, "it changed size while it was sent") }
             return true
         }
 
@@ -215,11 +214,10 @@ extension RestManager {
         return streamed
     }
 
-    /// Writes the encoded body to `file`, copying file parts in 1 MiB pieces (never whole in memory).
+    /// Writes the encoded body to `file`, copying file parts (which have no `data`) in 1 MiB pieces, never whole.
     private static func write(_ multipart: MultipartBody, to file: URL, check: () throws -> Void) throws {
         let output = try FileStream(writingTo: file, append: false)
         for part in multipart.parts {
-            // A file part has no data: its bytes come from its file.
             try output.write(multipart.head(of: part) + part.data)
             if let source = part.fileURL {
                 try FileStream.checkReadable(source)
@@ -262,14 +260,17 @@ extension RestManager {
         private var restarted = false
         private var continues = false
         private var ranges = Ranges.windows
-        /// What each request asks for: one `window` at a time (bounded memory); the `rest` (`bytes=N-`) after a 416 to
-        /// a window, as a server may refuse a range past its end (httpbin does), back to windows if the partial file
-        /// must go; the `whole` file when a first window came without a validator (windows could mix versions) or as
-        /// a 416 (an empty file).
+        /// What each request asks for: one window at a time (bounded memory); the `rest` (`bytes=N-`) after a 416 to a
+        /// window (httpbin refuses ranges past the end), back to windows if the partial file must go; the `whole` file
+        /// when a first window came without a validator (windows could mix versions) or as a 416 (an empty file).
         enum Ranges { case windows, rest, whole }
         /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
         /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
         static let window: Int64 = 8 << 20
+        /// Each window that arrives whole doubles the next, up to this: fewer round trips on a far server, and still at
+        /// most this much waiting in memory for a slow disk.
+        static let maximumWindow: Int64 = 32 << 20
+        private var windowSize = DownloadFile.window
 
         init(destination: URL, reporter: ProgressReporter?) {
             self.destination = destination
@@ -284,11 +285,9 @@ extension RestManager {
         func open() throws {
             guard destination.isFileURL else { throw FileStream.failure(destination, "it is not a file URL") }
             var status = stat()
-            if lstat(destination.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
-                throw FileStream.failure(destination, "it is a folder")
-            } else if lstat(destination.path, &status) == 0, ![S_IFREG, S_IFLNK].contains(status.st_mode & S_IFMT) {
-                throw FileStream.notRegular(destination)
-            }
+            let type = lstat(destination.path, &status) == 0 ? status.st_mode & S_IFMT : S_IFREG
+            guard type != S_IFDIR else { throw FileStream.failure(destination, "it is a folder") }
+            guard type == S_IFREG || type == S_IFLNK else { throw FileStream.notRegular(destination) }
             guard destination.lastPathComponent.utf8.count <= 240 else {
                 throw FileStream.failure(destination, "its name is longer than 240 bytes (its partial files add 15)")
             }
@@ -316,8 +315,9 @@ extension RestManager {
             output = nil
             let size = FileStream.size(partial) ?? 0
             // A validator is read only from a regular file (a link could point anywhere).
-            let validatorText =
-                FileStream.isRegularFile(validatorFile) ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
+            var status = stat()
+            let regular = lstat(validatorFile.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+            let validatorText = regular ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
             let validator = size > 0 ? validatorText.flatMap { $0.isEmpty ? nil : $0 } : nil
             offset = validator == nil ? 0 : size
             written = 0
@@ -325,7 +325,7 @@ extension RestManager {
             sentValidator = validator
             continues = false
             let windowed = ranges == .windows
-            let last = windowed ? String(offset + Self.window - 1) : ""
+            let last = windowed ? String(offset + windowSize - 1) : ""
             request.setValue(
                 windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
             request.setValue(validator, forHTTPHeaderField: "If-Range")
@@ -360,6 +360,7 @@ extension RestManager {
                 else {
                     if restarted { throw CustomError.invalidResponse }
                     restarted = true
+                    windowSize = Self.window
                     if ranges == .rest { ranges = .windows }
                     for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
                     return .restart
@@ -411,7 +412,10 @@ extension RestManager {
             guard emptyWindows < 3 else {
                 throw Self.violation("3 answers in a row to a range request brought no byte")
             }
-            if continues, let total, offset + written < total { return false }
+            if continues, let total, offset + written < total {
+                if written == windowSize { windowSize = min(windowSize * 2, Self.maximumWindow) }
+                return false
+            }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
             return true
@@ -480,12 +484,6 @@ extension RestManager {
             guard let file else { return }
             self.file = nil
             guard fclose(file) == 0 else { throw Self.failure(url) }
-        }
-
-        /// Whether `url` names a regular file itself (not through a link).
-        static func isRegularFile(_ url: URL) -> Bool {
-            var status = stat()
-            return lstat(url.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
         }
 
         /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file: a body needs a size (a FIFO went

@@ -43,9 +43,9 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(requests(to: "/_test/files/0").map(\.range), ["bytes=0-8388607", nil])
     }
 
-    /// Each request asks for one 8 MiB window, the later ones only if the file is unchanged, so what waits in memory
-    /// for the disk is bounded.
-    func testALargeFileArrivesInWindowsOfEightMebibytes() throws {
+    /// Each request asks for one window, the later ones only if the file is unchanged, so what waits in memory for the
+    /// disk is bounded: 8 MiB first, then twice the last window that arrived whole, up to 32 MiB.
+    func testALargeFileArrivesInWindowsThatGrowToThirtyTwoMebibytes() throws {
         let target = destination()
         let reports = ResultBox<RestManager.TransferProgress>()
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/20000000", to: target, timeout: 60) { reports.set($0) }).get())
@@ -54,9 +54,13 @@ final class DownloadTests: MockServerTestCase {
             requests(to: "/_test/files/20000000"),
             [
                 ReceivedRequestSummary(range: "bytes=0-8388607", ifRange: nil, acceptEncoding: "identity"),
-                ReceivedRequestSummary(range: "bytes=8388608-16777215", ifRange: "\"20000000-v1\"", acceptEncoding: "identity"),
-                ReceivedRequestSummary(range: "bytes=16777216-25165823", ifRange: "\"20000000-v1\"", acceptEncoding: "identity")
+                ReceivedRequestSummary(range: "bytes=8388608-25165823", ifRange: "\"20000000-v1\"", acceptEncoding: "identity")
             ])
+        let large = "/_test/files/100000000"
+        XCTAssertNoThrow(try XCTUnwrap(download(large, to: destination("large.bin"), timeout: 120)).get())
+        XCTAssertEqual(
+            requests(to: large).map(\.range),
+            ["bytes=0-8388607", "bytes=8388608-25165823", "bytes=25165824-58720255", "bytes=58720256-92274687", "bytes=92274688-125829119"])
         XCTAssertEqual(reports.all.last, RestManager.TransferProgress(completedBytes: 20_000_000, totalBytes: 20_000_000))
         XCTAssertEqual(reports.all.map(\.completedBytes), reports.all.map(\.completedBytes).sorted())
         XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + ".validator"))
@@ -90,7 +94,7 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(try Data(contentsOf: target), Data(repeating: 2, count: 10_000_000))
         XCTAssertEqual(
             rangesAndValidators(to: "/changing"),
-            [["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v2\""]])
+            [["bytes=0-8388607", nil], ["bytes=8388608-25165823", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-25165823", "\"v2\""]])
     }
 
     /// Range units are case-insensitive (RFC 9110 §14.1): `BYTES 0-9999/10000` continues the file like `bytes`.
@@ -113,7 +117,7 @@ final class DownloadTests: MockServerTestCase {
         guard case .failure(.invalidResponse)? = download("/restless", to: target, timeout: 60) else { return XCTFail("not .invalidResponse") }
         XCTAssertEqual(
             rangesAndValidators(to: "/restless"),
-            [["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-16777215", "\"v3\""]])
+            [["bytes=0-8388607", nil], ["bytes=8388608-25165823", "\"v1\""], ["bytes=0-8388607", nil], ["bytes=8388608-25165823", "\"v3\""]])
         XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
     }
 
@@ -328,7 +332,7 @@ final class DownloadTests: MockServerTestCase {
                 body: Data(repeating: 7, count: count))
         }
         XCTAssertNoThrow(try XCTUnwrap(download("/weak", to: destination("weak.bin"))).get())
-        XCTAssertEqual(rangesAndValidators(to: "/weak"), [["bytes=0-8388607", nil], ["bytes=8388608-16777215", date]])
+        XCTAssertEqual(rangesAndValidators(to: "/weak"), [["bytes=0-8388607", nil], ["bytes=8388608-25165823", date]])
     }
 
     /// A partial file longer than the server's file: 416, the rest asked for open-ended (416 again), then one clean
