@@ -8,27 +8,37 @@ import RestManager
 /// took apart. The library keeps its cancels out of that window: 1,000 uploads cancelled at 0–5 ms each complete once
 /// with `.cancelled`, and the process lives.
 final class UploadCancellationTests: MockServerTestCase {
-    func testAThousandUploadsCancelledInTheirFirstMillisecondsEachCompleteOnce() throws {
+    /// Starts `count` uploads of `size` bytes to `path`, half with a progress handler, cancelling the nth `pause(n)`
+    /// milliseconds after it starts; once every completion came, whether each error was one `accepted` allows.
+    private func cancelUploads(
+        _ count: Int, of size: Int, to path: String, pausingMilliseconds pause: (Int) -> Int,
+        accepted: @escaping @Sendable (RestManager.CustomError?) -> Bool
+    ) throws -> [Bool] {
         let file = scratch.appendingPathComponent("body.bin")
-        try Data(count: 256 << 10).write(to: file)
-        let completions = ResultBox<Bool>()
+        try Data(count: size).write(to: file)
+        let outcomes = ResultBox<Bool>()
         let group = DispatchGroup()
-        for index in 0..<1000 {
+        for index in 0..<count {
             group.enter()
-            // Half with progress (a delegate task), half without (a completion-handler task).
             var progress: (@Sendable (RestManager.TransferProgress) -> Void)?
             if index % 2 == 1 { progress = { _ in } }
-            let handle = rest.upload(fileAt: file, toURL: url("/_test/upload"), progress: progress) { results in
-                let error = results.error as? RestManager.CustomError
-                completions.set(error == nil || error?.isCancellation == true)
+            let handle = rest.upload(fileAt: file, toURL: url(path), progress: progress) { results in
+                outcomes.set(accepted(results.error as? RestManager.CustomError))
                 group.leave()
             }
-            usleep(useconds_t(index % 6) * 1000)
+            usleep(useconds_t(pause(index)) * 1000)
             handle.cancel()
         }
         XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
-        XCTAssertEqual(completions.all.count, 1000)
-        XCTAssertEqual(completions.all.filter { !$0 }, [])
+        return outcomes.all
+    }
+
+    func testAThousandUploadsCancelledInTheirFirstMillisecondsEachCompleteOnce() throws {
+        let outcomes = try cancelUploads(1000, of: 256 << 10, to: "/_test/upload", pausingMilliseconds: { $0 % 6 }) { error in
+            error == nil || error?.isCancellation == true
+        }
+        XCTAssertEqual(outcomes.count, 1000)
+        XCTAssertEqual(outcomes.filter { !$0 }, [])
     }
 
     /// Cancelled while the answer is awaited (the server answers after 0.2 s), with and without progress.
@@ -36,24 +46,11 @@ final class UploadCancellationTests: MockServerTestCase {
         var slow = MockServer.Response.text("late")
         slow.delay = 0.2
         server.stub("POST", path: "/slow", response: slow)
-        let file = scratch.appendingPathComponent("body.bin")
-        try Data(count: 64 << 10).write(to: file)
-        let outcomes = ResultBox<Bool>()
-        let group = DispatchGroup()
-        for index in 0..<200 {
-            group.enter()
-            var progress: (@Sendable (RestManager.TransferProgress) -> Void)?
-            if index % 2 == 1 { progress = { _ in } }
-            let handle = rest.upload(fileAt: file, toURL: url("/slow"), progress: progress) { results in
-                outcomes.set((results.error as? RestManager.CustomError)?.isCancellation == true)
-                group.leave()
-            }
-            usleep(useconds_t(index % 20) * 1000)
-            handle.cancel()
+        let outcomes = try cancelUploads(200, of: 64 << 10, to: "/slow", pausingMilliseconds: { $0 % 20 }) { error in
+            error?.isCancellation == true
         }
-        XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
-        XCTAssertEqual(outcomes.all.count, 200)
-        XCTAssertEqual(outcomes.all.filter { !$0 }, [])
+        XCTAssertEqual(outcomes.count, 200)
+        XCTAssertEqual(outcomes.filter { !$0 }, [])
     }
 
     /// The same for a deadline firing in the first milliseconds.
