@@ -30,6 +30,11 @@ final class UploadCancellationTests: MockServerTestCase {
             handle.cancel()
         }
         XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
+        // The uploads go on in the background: let every body arrive before tearDown stops the server (a connection
+        // closed under a file upload is the same FoundationNetworking trap as a cancel).
+        let server = self.server!
+        let arrived = expectation(for: NSPredicate { _, _ in server.receivedRequests.count >= count }, evaluatedWith: nil)
+        wait(for: [arrived], timeout: 120)
         return outcomes.all
     }
 
