@@ -1,4 +1,4 @@
-//  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, in 8 MiB windows, never
+//  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, in one request, never
 //  written through a link), uploads from a file, multipart files streamed from disk, and progress. Built on the core's
 //  body seam (`RestManager.Transfer`): the exchange hands it each answer's head and bytes.
 
@@ -12,7 +12,7 @@ extension RestManager {
     // MARK: - Public API
 
     /// Streams the body at `url` (a GET with the manager's headers, not its query or body) into `<destination>.part`,
-    /// renamed to `destination` once complete with a 2xx, in 8 MiB `Range` windows; the next call resumes a `.part`.
+    /// renamed to `destination` once complete with a 2xx; the next call resumes a `.part`.
     /// Ends when no byte moves for `idleTimeoutInterval`; `timeoutInterval` bounds the whole call (none by default).
     /// ```swift
     /// rest.download(fromURL: videoURL, to: talkFile, progress: { print($0.fractionCompleted ?? 0) }) { result in … }
@@ -252,25 +252,12 @@ extension RestManager {
         private var total: Int64?
         /// Where the current 206 must end (its Content-Range's last byte + 1); nil for a 200.
         private var rangeEnd: Int64?
-        /// Windows in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
-        private var emptyWindows = 0
+        /// Answers in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
+        private var emptyAnswers = 0
         /// `<destination>.part.lock`, locked (`flock`) while this download runs.
         private var lock: Int32 = -1
         /// Whether the partial file was started over once already (a second mismatch is `.invalidResponse`).
         private var restarted = false
-        private var continues = false
-        private var ranges = Ranges.windows
-        /// What each request asks for: one window at a time (bounded memory); the `rest` (`bytes=N-`) after a 416 to a
-        /// window (httpbin refuses ranges past the end), back to windows if the partial file must go; the `whole` file
-        /// when a first window came without a validator (windows could mix versions) or as a 416 (an empty file).
-        enum Ranges { case windows, rest, whole }
-        /// Bytes per request: FoundationNetworking gives a data task no back-pressure (a disk slower than the network
-        /// piles chunks up in memory: +90–225 MiB for 1 GiB), so each request is a `Range` window of this size.
-        static let window: Int64 = 8 << 20
-        /// Each window that arrives whole doubles the next, up to this: fewer round trips on a far server, and still at
-        /// most this much waiting in memory for a slow disk.
-        static let maximumWindow: Int64 = 32 << 20
-        private var windowSize = DownloadFile.window
 
         init(destination: URL, reporter: ProgressReporter?) {
             self.destination = destination
@@ -323,11 +310,7 @@ extension RestManager {
             written = 0
             total = nil
             sentValidator = validator
-            continues = false
-            let windowed = ranges == .windows
-            let last = windowed ? String(offset + windowSize - 1) : ""
-            request.setValue(
-                windowed || validator != nil ? "bytes=\(offset)-\(last)" : nil, forHTTPHeaderField: "Range")
+            request.setValue(validator.map { _ in "bytes=\(offset)-" }, forHTTPHeaderField: "Range")
             request.setValue(validator, forHTTPHeaderField: "If-Range")
             // Ranges count the bytes as sent, and the file must be those bytes.
             request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
@@ -341,16 +324,6 @@ extension RestManager {
                 response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
-            if ranges == .windows, sentValidator == nil,
-                status == 416 || (status == 206 && (validator == nil || range?.total == nil))
-            {
-                ranges = .whole
-                return .restart
-            }
-            if ranges == .windows, status == 416 {
-                ranges = .rest
-                return .restart
-            }
             if status == 206 || (status == 416 && sentValidator != nil) {
                 // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
                 let echoed = response.value(
@@ -360,13 +333,10 @@ extension RestManager {
                 else {
                     if restarted { throw CustomError.invalidResponse }
                     restarted = true
-                    windowSize = Self.window
-                    if ranges == .rest { ranges = .windows }
                     for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
                     return .restart
                 }
                 total = range.total
-                continues = ranges == .windows
                 rangeEnd = range.last + 1
                 output = try FileStream(writingTo: partial, append: offset > 0)
                 if sentValidator == nil { try saveValidator(validator) }
@@ -402,20 +372,17 @@ extension RestManager {
             return .transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: description]))
         }
 
-        /// Closes the partial file and, unless another window is to come (false), moves it to the destination in one
-        /// atomic rename.
+        /// Closes the partial file and, unless the rest of a shorter 206 is to come (false), moves it to the destination
+        /// in one atomic rename.
         func complete() throws -> Bool {
             guard let output else { throw CustomError.invalidResponse }
             self.output = nil
             try output.finish()
-            emptyWindows = written > 0 ? 0 : emptyWindows + 1
-            guard emptyWindows < 3 else {
+            emptyAnswers = written > 0 ? 0 : emptyAnswers + 1
+            guard emptyAnswers < 3 else {
                 throw Self.violation("3 answers in a row to a range request brought no byte")
             }
-            if continues, let total, offset + written < total {
-                if written == windowSize { windowSize = min(windowSize * 2, Self.maximumWindow) }
-                return false
-            }
+            if rangeEnd != nil, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
             for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }
             return true

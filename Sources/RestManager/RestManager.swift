@@ -1628,12 +1628,70 @@ public final class RestManager: @unchecked Sendable {
                 name = "RestManager"
             }
             override func addOperation(_ block: @escaping @Sendable () -> Void) {
-                Transport.delegateThread.async(execute: block)
+                Transport.backlog.enter()
+                Transport.delegateThread.async {
+                    Transport.backlog.leave()
+                    block()
+                }
             }
         }
+
+        /// The delegate calls queued and not yet begun, all sessions together: FoundationNetworking reads a connection
+        /// on whether or not its delegate keeps up (a disk slower than the network piled chunks up in memory: +90–225
+        /// MiB for 1 GiB). Past `limit` (32 MiB of 16 KiB chunks, libcurl's largest), the thread that queues a call waits
+        /// for the queue to shrink, and so stops reading the socket: the peer slows to the disk's pace, as for a
+        /// `downloadTask`, whose file is written on that thread.
+        ///
+        /// That thread is FoundationNetworking's one queue, which creating, resuming or cancelling a task waits for: the
+        /// delegate queue does those `excused`, and nobody waits for it meanwhile (else each would wait for the other).
+        /// Each wait also ends after 10 ms, in case FoundationNetworking waits for its queue from elsewhere.
+        final class Backlog: @unchecked Sendable {
+            private let condition = NSCondition()
+            private var queued = 0
+            /// Calls under way that wait for FoundationNetworking's queue.
+            private var excused = 0
+            static let limit = 2_048
+
+            func enter() {
+                condition.lock()
+                defer { condition.unlock() }
+                if DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {
+                    let deadline = Date(timeIntervalSinceNow: 0.01)
+                    while queued >= Self.limit, excused == 0, condition.wait(until: deadline) {}
+                }
+                queued += 1
+            }
+
+            /// Runs `body`, which waits for FoundationNetworking's queue; no call waits for the delegate queue meanwhile.
+            func excused<Result>(_ body: () -> Result) -> Result {
+                condition.lock()
+                excused += 1
+                condition.broadcast()
+                condition.unlock()
+                defer {
+                    condition.lock()
+                    excused -= 1
+                    condition.unlock()
+                }
+                return body()
+            }
+
+            func leave() {
+                condition.lock()
+                defer { condition.unlock() }
+                queued -= 1
+                if queued < Self.limit { condition.signal() }
+            }
+        }
+        static let backlog = Backlog()
+        static let delegateKey = DispatchSpecificKey<Bool>()
         /// Where all sessions' delegate work runs (FoundationNetworking serialises it anyway), on a thread of its own
         /// whenever it has work. Never freed: Linux's `underlyingQueue` does not retain it.
-        static let delegateThread = DispatchQueue(label: "RestManager.session", qos: .userInitiated)
+        static let delegateThread: DispatchQueue = {
+            let queue = DispatchQueue(label: "RestManager.session", qos: .userInitiated)
+            queue.setSpecific(key: delegateKey, value: true)
+            return queue
+        }()
         /// No cache (on Linux a cache plus cancellation can crash), no cookies, no credential store: nothing on disk.
         static func leanConfiguration(maximumConnectionsPerHost: Int) -> URLSessionConfiguration {
             let configuration = URLSessionConfiguration.ephemeral
@@ -1807,13 +1865,13 @@ public final class RestManager: @unchecked Sendable {
         var reportsProgress: Bool { get }
         /// Checks and claims the files before the first request; throwing ends the call with that error.
         func open() throws
-        /// Adjusts each request as it goes out (a download asks for its next window).
+        /// Adjusts each request as it goes out (a download asks for the rest of its file).
         func prepare(_ request: inout URLRequest)
         /// Where the body of the answer whose head this is goes.
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget
         /// A chunk of a body that `begin` took (`.transfer`).
         func write(_ data: Data) throws
-        /// A 2xx answer ended; false when the request must go out again (the next window).
+        /// A 2xx answer ended; false when the request must go out again (for the rest of the file).
         func complete() throws -> Bool
         /// Reports how far the transfer has come; `final` once, when the call succeeded.
         func reportProgress(of task: URLSessionTask?, final: Bool)
@@ -1841,7 +1899,7 @@ public final class RestManager: @unchecked Sendable {
     /// ```
     /// start() arms the deadline (timer queue) ──▶ adapting(1)
     /// adapting(n) ── the interceptors' adapt (a task; none without interceptors) ──▶ sending(n, redirects: 0)
-    /// sending(n, k) ── a redirect or the next download window (delegate queue) ──▶ sending(n, k + 1 | k)
+    /// sending(n, k) ── a redirect, or the rest of a short download (delegate queue) ──▶ sending(n, k + 1 | k)
     /// sending(n, k) ── the task completes (delegate queue) ──▶ deciding(n): the interceptors' decide (a task)
     /// deciding(n) ── a retry (RetryPolicy, the authenticator's resend, …) ──▶ waiting(n) ── its timer ──▶ adapting(n + 1)
     /// any state ── delivered, deadline, last handle cancelled, an error ──▶ finished (each completion goes out once)
@@ -2093,8 +2151,10 @@ public final class RestManager: @unchecked Sendable {
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
             let task =
-                file.map { transport.session.uploadTask(with: request, fromFile: $0) }
-                ?? transport.session.dataTask(with: request)
+                Transport.backlog.excused {
+                    file.map { transport.session.uploadTask(with: request, fromFile: $0) }
+                        ?? transport.session.dataTask(with: request)
+                }
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
@@ -2103,7 +2163,7 @@ public final class RestManager: @unchecked Sendable {
                 return true
             }
             // A task created but never resumed would stay in the session forever: discard it.
-            if started { task.resume() } else { cancelLater(task) }
+            if started { Transport.backlog.excused { task.resume() } } else { cancelLater(task) }
         }
 
         // Called by the session delegate, on the session's delegate queue, one at a time.
@@ -2331,7 +2391,7 @@ public final class RestManager: @unchecked Sendable {
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
         private func cancelLater(_ task: URLSessionDataTask) {
-            transport.session.delegateQueue.addOperation { task.cancel() }
+            transport.session.delegateQueue.addOperation { Transport.backlog.excused { task.cancel() } }
         }
 
         /// Linux reports TLS failures as -1 (unknown) with libcurl's text; they get the codes Apple platforms use

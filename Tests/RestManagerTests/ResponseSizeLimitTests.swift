@@ -78,9 +78,7 @@ final class ResponseSizeLimitTests: MockServerTestCase {
         rest.maximumResponseSize = 4 << 20
         rest.timeoutInterval = 60  // generous for the sanitizers' builds
         #if os(Linux)
-        // Resets the process's peak resident size (VmHWM), so that the peak of this test can be read.
-        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
-        let peakBefore = try peakResidentBytes()
+        let peakBefore = try resetPeakResidentBytes()
         #endif
         let results = send(.get, "/_test/gzip-bomb/134217728", timeout: 90)
         XCTAssertEqual(tooLarge(results), 4 << 20, "\(String(describing: results.error))")
@@ -91,12 +89,5 @@ final class ResponseSizeLimitTests: MockServerTestCase {
         let bound = ProcessInfo.processInfo.environment["ASAN_OPTIONS"] == nil ? 32 << 20 : 64 << 20
         XCTAssertLessThan(growth, bound, "peak memory grew by \(growth >> 20) MiB")
         #endif
-    }
-
-    private func peakResidentBytes() throws -> Int {
-        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
-        let kilobytes = try XCTUnwrap(Int(line.split(separator: " ").dropFirst().first ?? ""))
-        return kilobytes * 1024
     }
 }

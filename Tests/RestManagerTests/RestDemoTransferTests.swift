@@ -28,7 +28,7 @@ final class RestDemoTransferTests: MockServerTestCase {
         let again = try restdemo(["download", url("/_test/files/500000").absoluteString, "-o", target.path, "--quiet"])
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertEqual(try Data(contentsOf: target), pattern(500_000))
-        XCTAssertEqual(server.lastRequest(path: "/_test/files/500000")?.header("Range"), "bytes=123456-8512063")
+        XCTAssertEqual(server.lastRequest(path: "/_test/files/500000")?.header("Range"), "bytes=123456-")
     }
 
     func testDownloadErrorsExitWithOneLine() throws {

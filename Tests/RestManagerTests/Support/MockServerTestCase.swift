@@ -34,6 +34,22 @@ class MockServerTestCase: XCTestCase {
         super.tearDown()
     }
 
+    #if os(Linux)
+    /// Resets the process's peak resident size (VmHWM) and returns it, so that a test can read its own peak after.
+    func resetPeakResidentBytes() throws -> Int {
+        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+        return try peakResidentBytes()
+    }
+
+    /// The process's peak resident size since the last reset (VmHWM).
+    func peakResidentBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+        let kilobytes = try XCTUnwrap(Int(line.split(separator: " ").dropFirst().first ?? ""))
+        return kilobytes * 1024
+    }
+    #endif
+
     /// A URL on the mock server; `path` may carry a query.
     func url(_ path: String) -> URL {
         URL(string: server.baseURL.absoluteString + path)!  // test-controlled text
