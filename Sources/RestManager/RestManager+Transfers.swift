@@ -183,6 +183,33 @@ extension RestManager {
             return true
         }
 
+        /// FoundationNetworking traps (`try!` on libcurl's code 43) when its file reader resumes a send that a cancel
+        /// took apart, which it may do until its last read of the file: a running file upload is left to end by itself
+        /// (the call completed with `.cancelled` already; its answer is dropped), unless no byte went out for
+        /// `idleTimeout` (a stalled peer, with no read pending). Apple platforms cancel at once.
+        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
+            #if canImport(FoundationNetworking)
+            Self.poll(task, sent: -1, quietPolls: 0, idleTimeout: idleTimeout, cancelNow: cancelNow)
+            #else
+            cancelNow()
+            #endif
+        }
+
+        /// Every 10 ms until the task ends or has sent nothing for `idleTimeout`.
+        private static func poll(
+            _ task: URLSessionTask, sent: Int64, quietPolls: Int, idleTimeout: TimeInterval,
+            cancelNow: @escaping @Sendable () -> Void
+        ) {
+            let now = task.countOfBytesSent
+            let quiet = now == sent ? quietPolls + 1 : 0
+            // Suspended: its `resume()` may be under way on another thread.
+            let live = task.state == .running || task.state == .suspended
+            guard live, Double(quiet) / 100 < idleTimeout else { return cancelNow() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(10)) {
+                poll(task, sent: now, quietPolls: quiet, idleTimeout: idleTimeout, cancelNow: cancelNow)
+            }
+        }
+
         func reportProgress(of task: URLSessionTask?, final: Bool) {
             guard let reporter else { return }
             if final, let size {

@@ -21,8 +21,8 @@ import Dispatch
 /// ```
 ///
 /// The properties persist between requests, as in the tutorial: each call sends what they hold when it is made, and
-/// each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers that configure and send from many threads
-/// at once build `Request` values instead.
+/// each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers that configure and send from many
+/// threads at once build `Request` values instead.
 public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
@@ -295,7 +295,8 @@ public final class RestManager: @unchecked Sendable {
 
     /// Scheme, host and port (the scheme's default when there is none), lower-cased.
     private static func origin(_ url: URL) -> String {
-        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
+        let scheme = url.scheme?.lowercased() ?? ""
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(url.port ?? (scheme == "https" ? 443 : 80))"
     }
 
     // MARK: - Public API: requests as values
@@ -347,10 +348,10 @@ public final class RestManager: @unchecked Sendable {
     /// let (body, _) = try await rest.stream(RestManager.Request(url: URL(string: "logs/tail")!))
     /// for try await line in body.lines { print(line) }
     /// ```
-    /// A stream has no whole-call deadline unless the request sets `timeoutInterval`; `idleTimeoutInterval` ends it when
-    /// no byte arrives. Once the head is handed over, the call is not retried. A reader that falls more than
-    /// `ResponseBody.maximumUnreadBytes` behind ends the stream with an error (FoundationNetworking cannot pause a
-    /// connection), after the bytes it had not read.
+    /// A stream has no whole-call deadline unless the request sets `timeoutInterval`; `idleTimeoutInterval` ends it
+    /// when no byte arrives. Once the head is handed over, the call is not retried. A reader that stays
+    /// `ResponseBody.maximumUnreadBytes` behind for half a second ends the stream with an error, after the bytes it
+    /// had not read (FoundationNetworking cannot pause one connection).
     /// - Throws: a transport error or `.timedOut` before the head; `.unacceptableStatusCode(code, body:)` for a non-2xx
     ///   head (with up to its first 64 KiB of body).
     public func stream(_ request: Request) async throws -> (ResponseBody, Response) {
@@ -444,8 +445,8 @@ public final class RestManager: @unchecked Sendable {
         /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX` (`a+b c` is
         /// `a%2Bb%20c`).
         public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }
-        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A–Z a–z 0–9 * - . _` kept, space as `+`,
-        /// everything else `%XX`.
+        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A-Z a-z 0-9 * - . _` kept, space as
+        /// `+`, everything else `%XX`.
         public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }
         /// The pairs as a compact JSON object of strings, in insertion order.
         public var jsonObject: Data {
@@ -636,11 +637,13 @@ public final class RestManager: @unchecked Sendable {
             case let .emptyBody(code): "The answer (HTTP \(code)) has no body to decode."
             case let .decodingFailed(error): "The body could not be decoded: \(error)."
             case let .responseTooLarge(limit):
-                "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no limit) to accept it."
+                "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no "
+                    + "limit) to accept it."
             case let .authenticationFailed(reason): "Authentication failed: \(reason)."
             case let .fileAccessFailed(url, reason): "The file '\(url.path)' cannot be used: \(reason)."
             case let .unexpectedRedirect(url):
-                "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; please report this."
+                "URLSession followed a redirect to \(Redaction.url(url.absoluteString)) without asking RestManager; "
+                    + "please report this."
             }
         }
 
@@ -847,7 +850,9 @@ public final class RestManager: @unchecked Sendable {
     /// policy. Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
     /// ```swift
     /// struct RetryOnce503: RestManager.Interceptor {
-    ///     func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+    ///     func decide(
+    ///         after results: RestManager.Results, for request: URLRequest, attempt: Int
+    ///     ) async -> RestManager.AttemptDecision {
     ///         results.statusCode == 503 && attempt == 1 ? .retry(after: 0.2) : .deliver
     ///     }
     /// }
@@ -903,8 +908,8 @@ public final class RestManager: @unchecked Sendable {
             switch self {
             case let .started(request, attempt): return "started \(line(request)) (attempt \(attempt))"
             case let .retrying(request, attempt, delay, reason):
-                return
-                    "retrying \(line(request)) after attempt \(attempt) in \(String(format: "%.2f", delay)) s: \(reason)"
+                let seconds = String(format: "%.2f", delay)
+                return "retrying \(line(request)) after attempt \(attempt) in \(seconds) s: \(reason)"
             case .refreshingCredential: return "refreshing the credential"
             case let .finished(request, results, duration):
                 let outcome =
@@ -924,8 +929,8 @@ public final class RestManager: @unchecked Sendable {
     public struct ResponseBody: AsyncSequence, Sendable {
         /// A chunk of the body, as it arrived.
         public typealias Element = Data
-        /// The most bytes that may wait for the reader: past it the stream ends with an error
-        /// (`URLError.dataLengthExceedsMaximum`) after the bytes already received.
+        /// The most bytes that may wait for the reader: past it the network waits up to half a second, then the stream
+        /// ends with an error (`URLError.dataLengthExceedsMaximum`) after the bytes already received.
         public static let maximumUnreadBytes = 16 << 20
 
         private let owner: Owner
@@ -1175,10 +1180,9 @@ public final class RestManager: @unchecked Sendable {
             if snapshot.bodyParameters.totalItems() > 0 {
                 if kind.isForm { return Data(snapshot.bodyParameters.formURLEncoded.utf8) }
                 if !kind.isJSON {
-                    guard headers.value(forKey: "Content-Type") == nil else {
-                        throw CustomError.bodyEncodingFailed(
-                            "httpBodyParameters cannot be sent as '\(headers.value(forKey: "Content-Type") ?? "")'; use httpBody"
-                        )
+                    if let type = headers.value(forKey: "Content-Type") {
+                        let reason = "httpBodyParameters cannot be sent as '\(type)'; use httpBody"
+                        throw CustomError.bodyEncodingFailed(reason)
                     }
                     headers.add(value: "application/json", forKey: "Content-Type")
                 }
@@ -1601,16 +1605,18 @@ public final class RestManager: @unchecked Sendable {
     /// outcome.
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
-        return
-            "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(snapshot.followsRedirects) "
-            + "\(snapshot.maximumRedirects) \(snapshot.maximumResponseSize ?? -1) \(ObjectIdentifier(snapshot.callbackQueue).hashValue)"
+        let limits = [snapshot.maximumRedirects, snapshot.maximumResponseSize ?? -1]
+        let settings = "\(snapshot.followsRedirects) \(limits)"
+        let queue = ObjectIdentifier(snapshot.callbackQueue).hashValue
+        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(settings) \(queue)"
     }
 
     /// Owns the manager's one URLSession; in-flight exchanges keep it alive after the manager is gone.
     final class Transport: Sendable {
         let session: URLSession
         let delegate: SessionDelegate
-        /// Where deadlines fire: a serial queue gets a thread whenever it has work, even when every global one is blocked.
+        /// Where deadlines fire: a serial queue gets a thread whenever it has work, even when every global one is
+        /// blocked.
         let timerQueue = DispatchQueue(label: "RestManager.deadlines", qos: .userInitiated)
 
         init(configuration: URLSessionConfiguration) {
@@ -1636,51 +1642,44 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// The delegate calls queued and not yet begun, all sessions together: FoundationNetworking reads a connection
-        /// on whether or not its delegate keeps up (a disk slower than the network piled chunks up in memory: +90–225
-        /// MiB for 1 GiB). Past `limit` (32 MiB of 16 KiB chunks, libcurl's largest), the thread that queues a call waits
-        /// for the queue to shrink, and so stops reading the socket: the peer slows to the disk's pace, as for a
-        /// `downloadTask`, whose file is written on that thread.
-        ///
-        /// That thread is FoundationNetworking's one queue, which creating, resuming or cancelling a task waits for: the
-        /// delegate queue does those `excused`, and nobody waits for it meanwhile (else each would wait for the other).
-        /// Each wait also ends after 10 ms, in case FoundationNetworking waits for its queue from elsewhere.
+        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether or not its delegate keeps
+        /// up (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks, libcurl's largest) the
+        /// thread that queues a call waits, and stops reading the socket: the peer slows to the disk's pace. That thread
+        /// is FoundationNetworking's queue, which creating, resuming or cancelling a task waits for: those run `excused`
+        /// (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for its queue from elsewhere.
         final class Backlog: @unchecked Sendable {
-            private let condition = NSCondition()
+            private let lock = Lock()
             private var queued = 0
             /// Calls under way that wait for FoundationNetworking's queue.
             private var excused = 0
             static let limit = 2_048
 
             func enter() {
-                condition.lock()
-                defer { condition.unlock() }
-                if DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {
-                    let deadline = Date(timeIntervalSinceNow: 0.01)
-                    while queued >= Self.limit, excused == 0, condition.wait(until: deadline) {}
+                lock.withLock {
+                    if queued >= Self.limit, DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {
+                        let deadline = Date(timeIntervalSinceNow: 0.01)
+                        while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}
+                    }
+                    queued += 1
                 }
-                queued += 1
             }
 
-            /// Runs `body`, which waits for FoundationNetworking's queue; no call waits for the delegate queue meanwhile.
+            /// Runs `body`, which waits for FoundationNetworking's queue: no call waits for the delegate queue meanwhile.
             func excused<Result>(_ body: () -> Result) -> Result {
-                condition.lock()
-                excused += 1
-                condition.broadcast()
-                condition.unlock()
-                defer {
-                    condition.lock()
-                    excused -= 1
-                    condition.unlock()
+                lock.withLock {
+                    excused += 1
+                    lock.broadcast()
                 }
+                defer { lock.withLock { excused -= 1 } }
                 return body()
             }
 
             func leave() {
-                condition.lock()
-                defer { condition.unlock() }
-                queued -= 1
-                if queued < Self.limit { condition.signal() }
+                lock.withLock {
+                    queued -= 1
+                    // Half empty before the waiter goes on: a wake-up per chunk would cost a thread switch per chunk.
+                    if queued == Self.limit / 2 { lock.broadcast() }
+                }
             }
         }
         static let backlog = Backlog()
@@ -1712,33 +1711,25 @@ public final class RestManager: @unchecked Sendable {
     /// A streamed body between the exchange (the delegate queue appends) and its one reader; the call's completion ends
     /// it.
     ///
-    /// Its lifecycle: `waitingForHead` ── a 2xx head (`open`) ──▶ `open` ── the call completes (`end`) ──▶ `ended`
+    /// Its lifecycle: `waitingForHead` -- a 2xx head (`open`) --> `open` -- the call completes (`end`) --> `ended`
     /// (the reader gets the chunks left, then the end). A call that completes before a 2xx head (an error, a non-2xx,
     /// an answer from an interceptor) goes from `waitingForHead` to `ended` and `head()` says why.
     final class StreamBuffer: @unchecked Sendable {
-        enum State {
-            case waitingForHead
-            case open
-            case ended(Result<Void, Error>)
-        }
-
         private let lock = Lock()
-        private var state = State.waitingForHead
+        private var opened = false
+        /// How the body ended, once the call completed.
+        private var ending: Result<Void, Error>?
         private var headWaiter: CheckedContinuation<(ResponseBody, Response), Error>?
         /// The head's outcome until `head()` takes it (no body here: it would keep this buffer alive).
         private var headOutcome: Result<Response, Error>?
-        private var chunks: [Data] = []
-        private var firstChunk = 0
-        private var unreadBytes = 0
+        /// The bytes the reader has not taken, as one buffer: a reader that fell behind takes them all at once, so it
+        /// catches up at the cost of a copy instead of a task switch per chunk.
+        private var unread = Data()
         private var reader: CheckedContinuation<Data?, Error>?
         private var handle: RequestHandle?
         private var cancelled = false
 
-        var isOpen: Bool {
-            lock.withLock {
-                if case .open = state { true } else { false }
-            }
-        }
+        var isOpen: Bool { lock.withLock { opened } }
 
         /// Records the call to cancel; cancels it at once if the reader already left.
         func attach(_ handle: RequestHandle) {
@@ -1753,6 +1744,7 @@ public final class RestManager: @unchecked Sendable {
         func cancel() {
             let handle = lock.withLock { () -> RequestHandle? in
                 cancelled = true
+                lock.broadcast()
                 return self.handle
             }
             handle?.cancel()
@@ -1780,25 +1772,31 @@ public final class RestManager: @unchecked Sendable {
 
         /// A 2xx head arrived: the caller gets the body.
         func open(_ response: Response) {
-            lock.withLock { state = .open }
+            lock.withLock { opened = true }
             settleHead(.success(response))
         }
 
-        /// Queues a chunk for the reader, or hands it over to a waiting one.
+        /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a second
+        /// to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate queue, and so
+        /// the network, waits meanwhile.
         func append(_ data: Data) throws {
             let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, Error>? in
+                let limit = ResponseBody.maximumUnreadBytes
+                if unread.count + data.count > limit {
+                    let deadline = Date(timeIntervalSinceNow: 0.5)
+                    while unread.count + data.count > limit, !cancelled, lock.wait(until: deadline) {}
+                }
+                // A reader waits only once it has taken every byte: this one comes next.
                 if let reader {
                     self.reader = nil
                     return reader
                 }
-                guard unreadBytes + data.count <= ResponseBody.maximumUnreadBytes else {
-                    let reason =
-                        "The stream's reader fell more than \(ResponseBody.maximumUnreadBytes) bytes behind; read faster"
+                guard unread.count + data.count <= limit || cancelled else {
+                    let reason = "The stream's reader fell more than \(limit) bytes behind; read faster"
                     throw CustomError.transport(
                         URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
                 }
-                chunks.append(data)
-                unreadBytes += data.count
+                unread.append(data)
                 return nil
             }
             waiting?.resume(returning: data)
@@ -1806,27 +1804,20 @@ public final class RestManager: @unchecked Sendable {
 
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
-            let wasOpen = isOpen
-            let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
-            if !wasOpen {
-                if let error = results.error { return finish(.failure(error), head: .failure(error)) }
-                guard results.isSuccess, let response = results.response else {
-                    let error = CustomError.unacceptableStatusCode(
-                        results.statusCode ?? 0, body: results.data ?? Data())
-                    return finish(.failure(error), head: .failure(error))
-                }
-                // An answer that did not come from the network (a cache's) is one chunk.
-                if let data = results.data, !data.isEmpty { chunks.append(data) }
-                return finish(ending, head: .success(response))
+            var head: Result<Response, Error>?
+            if !isOpen, let error = results.error {
+                head = .failure(error)
+            } else if !isOpen {
+                let failure = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
+                head = results.response.flatMap { results.isSuccess ? .success($0) : nil } ?? .failure(failure)
             }
-            finish(ending, head: nil)
-        }
-
-        private func finish(_ ending: Result<Void, Error>, head: Result<Response, Error>?) {
+            let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
             let waiting = lock.withLock { () -> CheckedContinuation<Data?, Error>? in
-                state = .ended(ending)
+                // An answer that did not come from the network (a cache's) is one chunk.
+                if case .success? = head, let data = results.data { unread.append(data) }
+                self.ending = ending
                 defer { reader = nil }
-                return chunks.count > firstChunk ? nil : reader
+                return unread.isEmpty ? reader : nil
             }
             if let head { settleHead(head) }
             waiting?.resume(with: ending.map { nil })
@@ -1836,18 +1827,12 @@ public final class RestManager: @unchecked Sendable {
         func next() async throws -> Data? {
             try await withCheckedThrowingContinuation { continuation in
                 let outcome = lock.withLock { () -> Result<Data?, Error>? in
-                    if chunks.count > firstChunk {
-                        let chunk = chunks[firstChunk]
-                        chunks[firstChunk] = Data()
-                        firstChunk += 1
-                        unreadBytes -= chunk.count
-                        if firstChunk > 64, firstChunk * 2 > chunks.count {
-                            chunks.removeFirst(firstChunk)
-                            firstChunk = 0
-                        }
-                        return .success(chunk)
+                    if !unread.isEmpty {
+                        defer { unread = Data() }
+                        lock.broadcast()
+                        return .success(unread)
                     }
-                    if case .ended(let ending) = state { return ending.map { nil } }
+                    if let ending { return ending.map { nil } }
                     reader = continuation
                     return nil
                 }
@@ -1877,6 +1862,8 @@ public final class RestManager: @unchecked Sendable {
         func reportProgress(of task: URLSessionTask?, final: Bool)
         /// The call is over: close files, let others use them.
         func release()
+        /// Cancels the call's file upload: `cancelNow` when it is safe (at once by default).
+        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void)
     }
 
     /// Where an answer's body goes.
@@ -1895,35 +1882,27 @@ public final class RestManager: @unchecked Sendable {
 
     /// One call on the wire: its attempts, redirects, deadline, body as it arrives, and the handles waiting for it.
     ///
-    /// Its lifecycle, in `state` (under `lock`); `perform` builds the request and calls `start()`:
+    /// Its lifecycle, in `state` and `attempt` (n; under `lock`); `perform` builds the request and calls `start()`:
     /// ```
-    /// start() arms the deadline (timer queue) ──▶ adapting(1)
-    /// adapting(n) ── the interceptors' adapt (a task; none without interceptors) ──▶ sending(n, redirects: 0)
-    /// sending(n, k) ── a redirect, or the rest of a short download (delegate queue) ──▶ sending(n, k + 1 | k)
-    /// sending(n, k) ── the task completes (delegate queue) ──▶ deciding(n): the interceptors' decide (a task)
-    /// deciding(n) ── a retry (RetryPolicy, the authenticator's resend, …) ──▶ waiting(n) ── its timer ──▶ adapting(n + 1)
-    /// any state ── delivered, deadline, last handle cancelled, an error ──▶ finished (each completion goes out once)
+    /// start() arms the deadline (timer queue) --> adapting(1)
+    /// adapting(n) -- the interceptors' adapt (a task; none without interceptors) --> sending(redirects: 0)
+    /// sending(k) -- a redirect, or the rest of a short download (delegate queue) --> sending(k + 1 | k)
+    /// sending(k) -- the task completes (delegate queue) --> deciding(n): the interceptors' decide (a task)
+    /// deciding(n) -- a retry (RetryPolicy, the authenticator's resend) --> waiting(n) -- its timer --> adapting(n + 1)
+    /// any state -- delivered, deadline, last handle cancelled, an error --> finished (each completion goes out once)
     /// ```
     final class Exchange: @unchecked Sendable {
         enum State: Equatable {
-            case adapting(attempt: Int)
-            case sending(attempt: Int, redirects: Int)
-            case deciding(attempt: Int)
-            case waiting(attempt: Int)
+            case adapting
+            case sending(redirects: Int)
+            case deciding
+            case waiting
             case finished
-
-            var attempt: Int {
-                switch self {
-                case .adapting(let attempt), .sending(let attempt, _), .deciding(let attempt), .waiting(let attempt):
-                    attempt
-                case .finished: 0
-                }
-            }
         }
 
         private let lock = Lock()
         private let transport: Transport
-        private let firstURL: URL
+        private var firstURL: URL { firstRequest.url ?? URL(fileURLWithPath: "/") }
         /// The call's settings (deadline, redirects, size limit, credentials, retries, events).
         private let settings: Snapshot
         private let onFinish: (@Sendable (Exchange) -> Void)?
@@ -1931,7 +1910,9 @@ public final class RestManager: @unchecked Sendable {
         private var task: URLSessionDataTask?
         /// The deadline, a retry's delay, progress reports: cancelled when the exchange finishes.
         private var timers: [DispatchSourceTimer] = []
-        private var state = State.adapting(attempt: 0)
+        private var state = State.adapting
+        /// The current attempt's number, from 1.
+        private var attempt = 0
         private var finished: Bool { state == .finished }
         /// The call's interceptors: the manager's, the request's, then the retry policy.
         private let interceptors: [any Interceptor]
@@ -1967,7 +1948,6 @@ public final class RestManager: @unchecked Sendable {
             self.onFinish = onFinish
             self.request = request
             self.firstRequest = request
-            self.firstURL = request.url ?? URL(fileURLWithPath: "/")
             self.attemptRequest = request
             self.interceptors = interceptors
             transfer = value.transfer
@@ -2021,8 +2001,9 @@ public final class RestManager: @unchecked Sendable {
             let next = firstRequest
             let number = lock.withLock { () -> Int? in
                 guard !finished else { return nil }
-                state = .adapting(attempt: state.attempt + 1)
-                return state.attempt
+                state = .adapting
+                attempt += 1
+                return attempt
             }
             guard let number else { return }
             guard !interceptors.isEmpty else { return transmit(next, attempt: number) }
@@ -2051,7 +2032,7 @@ public final class RestManager: @unchecked Sendable {
         private func transmit(_ next: URLRequest, attempt number: Int) {
             let proceed = lock.withLock { () -> Bool in
                 guard !finished else { return false }
-                state = .sending(attempt: number, redirects: 0)
+                state = .sending(redirects: 0)
                 bodyFile = firstBodyFile
                 request = next
                 attemptRequest = next
@@ -2068,8 +2049,8 @@ public final class RestManager: @unchecked Sendable {
             // A stream whose body the caller has begun to get cannot be sent again.
             guard !interceptors.isEmpty, stream?.isOpen != true else { return finish(results) }
             let (sent, number) = lock.withLock { () -> (URLRequest, Int) in
-                if !finished { state = .deciding(attempt: state.attempt) }
-                return (attemptRequest, state.attempt)
+                if !finished { state = .deciding }
+                return (attemptRequest, attempt)
             }
             Task { await decide(results, for: sent, attempt: number, from: 0) }
         }
@@ -2092,7 +2073,7 @@ public final class RestManager: @unchecked Sendable {
                 return finish(delivered)
             }
             let waits = lock.withLock { () -> Bool in
-                if !finished { state = .waiting(attempt: number) }
+                if !finished { state = .waiting }
                 return !finished
             }
             guard waits else { return }
@@ -2101,17 +2082,9 @@ public final class RestManager: @unchecked Sendable {
             startTimer(after: delay) { self.beginAttempt() }
         }
 
-        /// Why an attempt is retried, for the `retrying` event: the status (and its Retry-After) or the network error.
+        /// Why an attempt is retried, for the `retrying` event: the status, or the error.
         private static func reason(_ results: Results) -> String {
-            if case .transport(let error)? = results.error as? CustomError {
-                return "network error \(error.code.rawValue)"
-            }
-            if let error = results.error { return error.localizedDescription }
-            let header = results.response?.headers.value(forKey: "Retry-After")
-            // Whole seconds only: an unreadable value was not waited for.
-            let retryAfter =
-                header.flatMap { value in value.allSatisfy(\.isWholeNumber) ? ", Retry-After \(value)" : nil } ?? ""
-            return "HTTP \(results.statusCode ?? 0)" + retryAfter
+            results.error?.localizedDescription ?? "HTTP \(results.statusCode ?? 0)"
         }
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
@@ -2120,7 +2093,8 @@ public final class RestManager: @unchecked Sendable {
         private func checkIdle() {
             let idle = lock.withLock { () -> TimeInterval in
                 let sent = task?.countOfBytesSent ?? 0
-                // Bytes going out count, and so does time with no task on the wire (adapting, deciding, a retry's wait).
+                // Bytes going out count, and so does time with no task on the wire (adapting, deciding, a retry's
+                // wait).
                 if sent != bytesSent || task == nil {
                     bytesSent = sent
                     lastActivity = .now()
@@ -2131,15 +2105,8 @@ public final class RestManager: @unchecked Sendable {
         }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
         func remove(_ handle: RequestHandle) {
-            let resources: Resources? = lock.withLock {
-                handles.removeAll { $0 === handle }
-                guard handles.isEmpty, !finished else { return nil }
-                state = .finished
-                return takeResources()
-            }
-            guard let resources else { return }
-            release(resources)
-            onFinish?(self)
+            lock.withLock { handles.removeAll { $0 === handle } }
+            finish(Results(withError: CustomError.cancelled), unlessWatched: true)
         }
 
         private func send(_ request: URLRequest) {
@@ -2279,11 +2246,9 @@ public final class RestManager: @unchecked Sendable {
 
         private func redirect(from response: HTTPURLResponse, to location: String) {
             let (current, hops) = lock.withLock { () -> (URLRequest, Int) in
-                if case .sending(let attempt, let redirects) = state {
-                    state = .sending(attempt: attempt, redirects: redirects + 1)
-                }
+                if case .sending(let redirects) = state { state = .sending(redirects: redirects + 1) }
                 redirectHookRan = false
-                guard case .sending(_, let redirects) = state else { return (request, Int.max) }
+                guard case .sending(let redirects) = state else { return (request, Int.max) }
                 return (request, redirects)
             }
             guard hops <= settings.maximumRedirects else {
@@ -2322,17 +2287,21 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// Ends the exchange once and delivers `results` to every waiting handle.
-        private func finish(_ results: Results) {
+        /// Ends the exchange once and delivers `results` to every waiting handle; `unlessWatched`, only when none waits.
+        private func finish(_ results: Results, unlessWatched: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
-                guard !finished else { return nil }
+                guard !finished, !unlessWatched || handles.isEmpty else { return nil }
                 if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
                 state = .finished
+                // Closes a download's file; the task and the timers are stopped outside the lock.
+                transfer?.release()
                 defer {
                     handles = []
                     body = Data()
+                    task = nil
+                    timers = []
                 }
-                return (handles, takeResources(), request)
+                return (handles, (task, timers, bodyFile != nil), request)
             }
             guard let outcome else { return }
             release(outcome.resources)
@@ -2343,15 +2312,6 @@ public final class RestManager: @unchecked Sendable {
         private var elapsed: TimeInterval { RestManager.seconds(since: started) }
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer], uploadsFile: Bool)
-        /// Hands over the task and the timers, and closes a download's file; call with the lock held.
-        private func takeResources() -> Resources {
-            transfer?.release()
-            defer {
-                task = nil
-                timers = []
-            }
-            return (task, timers, bodyFile != nil)
-        }
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
@@ -2361,31 +2321,11 @@ public final class RestManager: @unchecked Sendable {
             // goes on reading, piling chunks up behind it (a whole fast body).
             if stream?.isOpen == true {
                 DispatchQueue.global().async { task.cancel() }
-            } else if resources.uploadsFile {
-                cancelUpload(task)
+            } else if resources.uploadsFile, let transfer {
+                transfer.cancel(task, idleTimeout: settings.idleTimeout) { self.cancelLater(task) }
             } else {
                 cancelLater(task)
             }
-        }
-
-        /// FoundationNetworking traps (`try!` on libcurl's code 43) when its file reader resumes a send that a cancel took
-        /// apart, which it may do until its last read of the file, even after the last byte went out: a running file
-        /// upload is left to end by itself (the call completed with `.cancelled` already; its answer is dropped), unless
-        /// no byte went out for `idleTimeout` (a stalled peer, with no read pending). Apple platforms cancel at once.
-        private func cancelUpload(_ task: URLSessionDataTask, sent: Int64 = -1, quietPolls: Int = 0) {
-            #if canImport(FoundationNetworking)
-            let now = task.countOfBytesSent
-            let quiet = now == sent ? quietPolls + 1 : 0
-            // Suspended: its `resume()` may be under way on another thread.
-            let live = task.state == .running || task.state == .suspended
-            if live, Double(quiet) / 100 < settings.idleTimeout {
-                transport.timerQueue.asyncAfter(deadline: .now() + .milliseconds(10)) {
-                    self.cancelUpload(task, sent: now, quietPolls: quiet)
-                }
-                return
-            }
-            #endif
-            cancelLater(task)
         }
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
@@ -2495,13 +2435,19 @@ public final class RestManager: @unchecked Sendable {
 
     /// An `NSLock` with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15).
     final class Lock: @unchecked Sendable {
-        private let lock = NSLock()
+        private let condition = NSCondition()
 
         func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-            lock.lock()
-            defer { lock.unlock() }
+            condition.lock()
+            defer { condition.unlock() }
             return try body()
         }
+
+        /// Within `withLock`: lets go of the lock until `broadcast()` or `deadline` (then false), and takes it back.
+        func wait(until deadline: Date) -> Bool { condition.wait(until: deadline) }
+
+        /// Wakes every `wait`.
+        func broadcast() { condition.broadcast() }
     }
 
     /// A value behind a `Lock`.
@@ -2533,6 +2479,9 @@ extension RestManager.Transfer {
     func write(_ data: Data) throws {}
     func complete() throws -> Bool { true }
     func release() {}
+    func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
+        cancelNow()
+    }
 }
 
 extension Optional: RestManager.EmptyBodyDecodable {

@@ -280,6 +280,27 @@ final class StreamingTests: MockServerTestCase {
         XCTAssertGreaterThan(unread, RestManager.ResponseBody.maximumUnreadBytes - 65_536)
     }
 
+    /// A reader kept off a core for 0.2 s while loopback brings far more than `maximumUnreadBytes`: the delegate queue
+    /// (and so the network) waits for it, and every byte arrives, in order.
+    func testAReaderThatPausesBrieflyKeepsTheStream() async throws {
+        let size = 64 << 20
+        let (body, _) = try await rest.stream(request("/_test/files/\(size)"))
+        var count = 0
+        var misplaced: Int?
+        var paused = false
+        for try await chunk in body {
+            // Byte i of the pattern is i mod 251: each chunk starts where the last ended.
+            if chunk.first != UInt8(count % 251), misplaced == nil { misplaced = count }
+            count += chunk.count
+            if !paused {
+                paused = true
+                try await Task.sleep(nanoseconds: 200_000_000)
+            }
+        }
+        XCTAssertEqual(count, size)
+        XCTAssertNil(misplaced, "a chunk out of order")
+    }
+
     func testTheBodyIsNotKeptWholeWhileItStreams() async throws {
         // 256 MiB read as it comes: far more than maximumResponseSize, which applies to bodies kept in memory. Under
         // the sanitizers (RESTMANAGER_LARGE_TRANSFER_BYTES, 16 MiB) a slowed reader could fall 16 MiB behind a
