@@ -1571,34 +1571,28 @@ public final class RestManager: @unchecked Sendable {
         }
         handle.describe(request)
         let method = value.method
-        let interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
-        guard snapshot.deduplicates, method == .get || method == .head, value.transfer == nil, value.stream == nil,
-            value.interceptors.isEmpty
-        else {
-            let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport,
-                started: started,
-                onFinish: nil)
+        let shared = snapshot.deduplicates && (method == .get || method == .head) && value.transfer == nil
+        let key = shared && value.stream == nil && value.interceptors.isEmpty ? Self.sharingKey(request, snapshot) : nil
+        let inFlight = self.inFlight
+        let onFinish = key.map { key in
+            { @Sendable (finished: Exchange) in inFlight.withLock { if $0[key] === finished { $0[key] = nil } } }
+        }
+        let exchange = Exchange(
+            request: request, value: value, snapshot: snapshot, transport: transport, started: started,
+            onFinish: onFinish)
+        guard let key else {
             if exchange.add(handle) { exchange.start() }
             return
         }
-        // Joins an identical exchange in flight, or starts one that later callers can join.
-        let key = Self.sharingKey(request, snapshot)
-        let inFlight = self.inFlight
-        let newExchange = inFlight.withLock { table -> Exchange? in
-            if let existing = table[key], existing.add(handle) { return nil }
-            let exchange = Exchange(
-                request: request, value: value, snapshot: snapshot, interceptors: interceptors, transport: transport,
-                started: started
-            ) { finished in
-                inFlight.withLock { if $0[key] === finished { $0[key] = nil } }
-            }
-            guard exchange.add(handle) else { return nil }
+        // Joins an identical exchange in flight, or starts this one, which later callers can join.
+        let starts = inFlight.withLock { table -> Bool in
+            if let existing = table[key], existing.add(handle) { return false }
+            guard exchange.add(handle) else { return false }
             table[key] = exchange
-            return exchange
+            return true
         }
-        newExchange?.start()
+        if starts { exchange.start() }
     }
 
     /// What must be equal for two requests to share one network call: the request, and every setting that changes its
@@ -1938,9 +1932,8 @@ public final class RestManager: @unchecked Sendable {
         private var bytesSent: Int64 = 0
 
         init(
-            request: URLRequest, value: Request, snapshot: Snapshot, interceptors: [any Interceptor],
-            transport: Transport,
-            started: DispatchTime, onFinish: (@Sendable (Exchange) -> Void)?
+            request: URLRequest, value: Request, snapshot: Snapshot, transport: Transport, started: DispatchTime,
+            onFinish: (@Sendable (Exchange) -> Void)?
         ) {
             self.started = started
             self.settings = snapshot
@@ -1949,7 +1942,7 @@ public final class RestManager: @unchecked Sendable {
             self.request = request
             self.firstRequest = request
             self.attemptRequest = request
-            self.interceptors = interceptors
+            interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
             transfer = value.transfer
             stream = value.stream
             firstBodyFile = value.bodyFile
