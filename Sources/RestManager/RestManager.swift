@@ -1647,11 +1647,15 @@ public final class RestManager: @unchecked Sendable {
             /// Calls under way that wait for FoundationNetworking's queue.
             private var excused = 0
             static let limit = 2_048
+            /// How long one call waits at most (a test makes it long, to see who waits).
+            private let longestWait: TimeInterval
+
+            init(longestWait: TimeInterval = 0.01) { self.longestWait = longestWait }
 
             func enter() {
                 lock.withLock {
                     if queued >= Self.limit, DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {
-                        let deadline = Date(timeIntervalSinceNow: 0.01)
+                        let deadline = Date(timeIntervalSinceNow: longestWait)
                         while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}
                     }
                     queued += 1
