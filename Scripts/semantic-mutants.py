@@ -79,6 +79,7 @@ cases = [
  ("a weak ETag as the resume validator", T, '''response.value(forHTTPHeaderField: "ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }''', '''response.value(forHTTPHeaderField: "ETag")''', "DownloadTests"),
  ("empty 206s without bound", T, '''guard emptyAnswers < 3 else''', '''guard emptyAnswers < 1000 else''', "TransferIntegrityTests"),
  ("no back-pressure on a slow delegate", C, '''while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}''', '''''', "TransferBackPressureTests|DelegateBacklogTests"),
+ ("a file upload gets FoundationNetworking's timer", C, '''request.timeoutInterval = value.bodyFile == nil ? min(timeout, 1e8).rounded(.up) + 1 : 1e8''', '''request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1''', "UploadTimerTests"),
  ("an excused call does not let a waiting caller go on", C, '''while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}''', '''while queued >= Self.limit, lock.wait(until: deadline) {}''', "DelegateBacklogTests"),
  ("the validator read through a link", T, '''let validatorText = regular ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil''', '''let validatorText = try? String(contentsOf: validatorFile, encoding: .utf8)''', "TransferIntegrityTests"),
  ("the rest of a short 206 one byte short", T, '''if rangeEnd != nil, let total, offset + written < total { return false }''', '''if rangeEnd != nil, let total, offset + written < total - 1 { return false }''', "DownloadTests"),

@@ -1112,10 +1112,10 @@ public final class RestManager: @unchecked Sendable {
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
-            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int
-            // milliseconds; the library enforces the real deadline, so Foundation's only has to come later (10^8 s is
-            // "never" for both).
-            request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
+            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
+            // the library enforces the deadline, Foundation's only comes later (10^8 s is "never"). A file upload gets
+            // none: its timer tearing the transfer down under the file reader traps as a cancel does.
+            request.timeoutInterval = value.bodyFile == nil ? min(timeout, 1e8).rounded(.up) + 1 : 1e8
             var headers = snapshot.headers
             // The request's own headers win over the manager's of the same name.
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
@@ -1636,11 +1636,12 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether or not its delegate keeps
-        /// up (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks, libcurl's largest) the
-        /// thread that queues a call waits, and stops reading the socket: the peer slows to the disk's pace. That thread
-        /// is FoundationNetworking's queue, which creating, resuming or cancelling a task waits for: those run `excused`
-        /// (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for its queue from elsewhere.
+        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether or not its delegate
+        /// keeps up (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks, libcurl's
+        /// largest) the thread that queues a call waits, and stops reading the socket: the peer slows to the disk's
+        /// pace. That thread is FoundationNetworking's queue, which creating, resuming or cancelling a task waits
+        /// for: those run `excused` (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for
+        /// its queue from elsewhere.
         final class Backlog: @unchecked Sendable {
             private let lock = Lock()
             private var queued = 0
@@ -1662,7 +1663,7 @@ public final class RestManager: @unchecked Sendable {
                 }
             }
 
-            /// Runs `body`, which waits for FoundationNetworking's queue: no call waits for the delegate queue meanwhile.
+            /// Runs `body`, which waits for FoundationNetworking's queue: no call waits for the delegate queue then.
             func excused<Result>(_ body: () -> Result) -> Result {
                 lock.withLock {
                     excused += 1
@@ -1774,9 +1775,9 @@ public final class RestManager: @unchecked Sendable {
             settleHead(.success(response))
         }
 
-        /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a second
-        /// to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate queue, and so
-        /// the network, waits meanwhile.
+        /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a
+        /// second to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate
+        /// queue, and so the network, waits meanwhile.
         func append(_ data: Data) throws {
             let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, Error>? in
                 let limit = ResponseBody.maximumUnreadBytes
@@ -2284,7 +2285,7 @@ public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// Ends the exchange once and delivers `results` to every waiting handle; `unlessWatched`, only when none waits.
+        /// Ends the exchange once and delivers `results` to every waiting handle (`unlessWatched`: only if none waits).
         private func finish(_ results: Results, unlessWatched: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished, !unlessWatched || handles.isEmpty else { return nil }
