@@ -135,6 +135,8 @@ cases = [
  ("a 204 reconnects", S, '''if response.httpStatusCode == 204 {''', '''if response.httpStatusCode == 299 {''', "ServerSentEventsTests"),
  ("any Content-Type accepted", S, '''guard media == "text/event-stream" else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("an event without data dispatched", S, '''guard hasData else { return nil }''', '''''', "ServerSentEventsTests"),
+ ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
+ ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID
 ''', '''''', "ServerSentEventsTests"),
 ]

@@ -73,7 +73,8 @@ extension RestManager {
                         guard var current = lines else { continue }
                         let line = try await current.next()
                         lines = current
-                        guard let line else {
+                        // A line the stream ended in the middle of is pending data, discarded (WHATWG §9.2.6).
+                        guard let line, !current.endedMidLine else {
                             try await reconnect(because: "the event stream ended")
                             continue
                         }

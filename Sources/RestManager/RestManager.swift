@@ -42,7 +42,6 @@ public final class RestManager: @unchecked Sendable {
     /// Query parameters appended (percent-encoded, in insertion order) to the request URL.
     public var urlQueryParameters: RestEntity {
         get { withState { $0.query } }
-        set { withState { $0.query = newValue } }
         _modify {
             stateLock.lock()
             defer { stateLock.unlock() }
@@ -54,7 +53,6 @@ public final class RestManager: @unchecked Sendable {
     /// `application/x-www-form-urlencoded`, or `multipart/form-data` (also used when files were added).
     public var httpBodyParameters: RestEntity {
         get { withState { $0.bodyParameters } }
-        set { withState { $0.bodyParameters = newValue } }
         _modify {
             stateLock.lock()
             defer { stateLock.unlock() }
@@ -980,6 +978,9 @@ public final class RestManager: @unchecked Sendable {
                 var splitter = LineSplitter()
                 var ready: [String] = []
                 var index = 0
+                /// Whether the body ended in the middle of a line: the last line given had no line end (an event
+                /// stream discards it).
+                public private(set) var endedMidLine = false
 
                 /// The next line.
                 public mutating func next() async throws -> String? {
@@ -987,7 +988,9 @@ public final class RestManager: @unchecked Sendable {
                         ready.removeAll(keepingCapacity: true)
                         index = 0
                         guard let chunk = try await chunks.next() else {
-                            return splitter.finish()
+                            let last = splitter.finish()
+                            if last != nil { endedMidLine = true }
+                            return last
                         }
                         splitter.split(chunk, into: &ready)
                     }
@@ -1804,9 +1807,10 @@ public final class RestManager: @unchecked Sendable {
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
             var head: Result<Response, Error>?
-            if !isOpen, let error = results.error {
+            let open = isOpen
+            if !open, let error = results.error {
                 head = .failure(error)
-            } else if !isOpen {
+            } else if !open {
                 let failure = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
                 head = results.response.flatMap { results.isSuccess ? .success($0) : nil } ?? .failure(failure)
             }

@@ -107,6 +107,24 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertTrue(retries.value?.contains("in 0.02 s") == true, retries.value ?? "")
     }
 
+    /// WHATWG §9.2.6: once the stream ends, pending data is discarded, and a line without its line end is pending: a
+    /// `retry` cut off at the end does not change the reconnection time (10 ms here, not 7 s).
+    func testALineTheStreamEndsInTheMiddleOfIsDiscarded() async throws {
+        let retries = ResultBox<String>()
+        rest.eventHandler = { event in
+            if case .retrying = event { retries.set(event.description) }
+        }
+        let text = "retry: 10\ndata: one\n\nretry: 7000"
+        server.enqueue(MockServer.Response.streamed([.init(Data(text.utf8))], contentType: "text/event-stream"))
+        server.enqueue(MockServer.Response(status: 204))
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/cut")) { events.append(event) }
+        XCTAssertEqual(events, [Event(data: "one", retry: 10)])
+        XCTAssertEqual(retries.count, 1)
+        XCTAssertTrue(retries.value?.contains("in 0.01 s: the event stream ended") == true, retries.value ?? "")
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
     func testAFirstAnswerOf204IsAnEmptySequence() async throws {
         server.stub("GET", path: "/nothing", response: MockServer.Response(status: 204))
         var count = 0
