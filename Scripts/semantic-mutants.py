@@ -15,6 +15,7 @@ S='Sources/RestManager/RestManager+ServerSentEvents.swift'; T='Sources/RestManag
 P='Sources/RestManager/RestManager+RetryPolicy.swift'
 cases = [
  ("cache key without Authorization", R, '''+ "\\n" + (request.value(forHTTPHeaderField: "Authorization") ?? "")''', '''+ "\\n"''', "ResponseCacheTests"),
+ ("cache: max-age not digits accepted", R, '''guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }''', '''guard !text.isEmpty else { return nil }''', "ResponseCacheTests"),
  ("cache ignores a request's no-cache", R, '''if !noCache, entry.freshUntil > Date()''', '''if entry.freshUntil > Date()''', "ResponseCacheTests"),
  ("cache: HEAD invalidates too", R, '''let unsafe = ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod ?? "GET")''', '''let unsafe = true''', "ResponseCacheTests"),
  ("auth token to every origin", A, '''if let base = manager.baseURL, !RestManager.isSameOrigin(base, url) { return request }''', '''''', "AuthenticatorScopeTests"),
@@ -101,14 +102,14 @@ cases = [
                     self.transmit(adapted, attempt: number)''', "InterceptorTests|RequestSafetyTests"),
  ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),
  # Authenticator
- ("getData keeps the interceptors", C, '''            plain.interceptors = []
+ ("getData keeps the interceptors", C, '''        snapshot.interceptors = []
 ''', '''''', "AuthenticatorTests|AuthenticatorScopeTests"),
  ("no refresh-loop guard", A, '''guard rejectedInARow < Self.maximumRejectedRefreshes else {''', '''guard true else {''', "AuthenticatorTests"),
  ("a token with CR used", A, '''guard !token.unicodeScalars.contains(where: { $0 == "\\r" || $0 == "\\n" || $0 == "\\0" }) else {''', '''guard true else {''', "AuthenticatorScopeTests"),
  ("the caller's Authorization overwritten", A, '''guard !Self.isRefreshing, request.value(forHTTPHeaderField: "Authorization") == nil else { return request }''', '''guard !Self.isRefreshing else { return request }''', "AuthenticatorTests|AuthenticatorScopeTests"),
  # Response cache
  ("Vary ignored", R, '''entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }''', '''true''', "ResponseCacheTests"),
- ("Age not subtracted", R, '''return max(0, maxAge - age)''', '''return max(0, maxAge)''', "ResponseCacheTests"),
+ ("Age not subtracted", R, '''return max(0, maxAge - (response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0))''', '''return max(0, maxAge)''', "ResponseCacheTests"),
  ("an answer's no-store stored", R, '''!control.contains("no-store") && !requestControl.contains("no-store")''', '''!requestControl.contains("no-store")''', "ResponseCacheTests"),
  ("the newest entry evicted", R, '''.min(by: {
                             $0.1.lastUsed < $1.1.lastUsed''', '''.max(by: {
@@ -118,7 +119,7 @@ cases = [
  # Streaming
  ("CR then LF across chunks is two line ends", C, '''if afterCR, byte == 10, index == start {''', '''if afterCR, byte == 10, index == start, index > 0 {''', "StreamingTests"),
  ("empty lines dropped", C, '''                    lines.append(String(decoding: partial, as: UTF8.self))''', '''                    if !partial.isEmpty { lines.append(String(decoding: partial, as: UTF8.self)) }''', "StreamingTests"),
- ("a last line without a line end dropped", C, '''guard !finished, !partial.isEmpty else { return nil }''', '''guard false else { return nil }''', "StreamingTests"),
+ ("a last line without a line end dropped", C, '''guard !partial.isEmpty else { return nil }''', '''guard false else { return nil }''', "StreamingTests"),
  ("unread bytes without bound", C, '''guard unread.count + data.count <= limit || cancelled else {''', '''guard true else {''', "StreamingTests"),
  ("an error body kept whole (a stream's, a download's)", C, '''case .errorBody, .restart: body.append(data.prefix(max(0, 65_536 - body.count)))''', '''case .errorBody, .restart: body.append(data)''', "StreamingTests|DownloadTests"),
  ("streams de-duplicated", C, '''let key = shared && value.stream == nil && value.interceptors.isEmpty''', '''let key = shared && value.interceptors.isEmpty''', "StreamingTests"),
@@ -135,6 +136,8 @@ cases = [
  ("a 204 reconnects", S, '''if response.httpStatusCode == 204 {''', '''if response.httpStatusCode == 299 {''', "ServerSentEventsTests"),
  ("any Content-Type accepted", S, '''guard media == "text/event-stream" else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("an event without data dispatched", S, '''guard hasData else { return nil }''', '''''', "ServerSentEventsTests"),
+ ("idle timeout not checked", C, '''if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {''', '''if false, !(snapshot.idleTimeout > 0) {''', "TransferTimeoutTests"),
+ ("SSE: a huge retry not capped", S, '''let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)''', '''let delay = Double(parser.reconnectionTime) / 1000''', "ServerSentEventsTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

@@ -197,13 +197,21 @@ extension RestManager {
             (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         }
 
-        /// Seconds an answer stays fresh: `max-age` less its `Age` (`s-maxage` is for shared caches); 0 with `no-cache`.
+        /// Seconds an answer stays fresh: `max-age` less its `Age` (`s-maxage` is for shared caches); 0 with `no-cache`
+        /// or a `max-age` that is not digits (`1e3`, `inf`: stale, RFC 9111 §4.2.1).
         private static func freshness(_ control: [String], _ response: HTTPURLResponse) -> TimeInterval {
             guard !control.contains("no-cache"),
-                let maxAge = control.first(where: { $0.hasPrefix("max-age=") }).flatMap({ Double($0.dropFirst(8)) })
+                let maxAge = control.first(where: { $0.hasPrefix("max-age=") }).flatMap({
+                    deltaSeconds($0.dropFirst(8))
+                })
             else { return 0 }
-            let age = response.value(forHTTPHeaderField: "Age").flatMap(Double.init) ?? 0
-            return max(0, maxAge - age)
+            return max(0, maxAge - (response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0))
+        }
+
+        /// RFC 9111 §1.2.2: digits only, and a larger number than 2^31 is 2^31.
+        private static func deltaSeconds<Text: StringProtocol>(_ text: Text) -> TimeInterval? {
+            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return min(Double(text) ?? .infinity, 2_147_483_648)
         }
 
         private static func results(_ entry: Entry, status: String) -> Results {

@@ -135,7 +135,8 @@ extension RestManager {
             private mutating func reconnect(because reason: String) async throws {
                 lines = nil
                 parser.endStream()
-                let delay = Double(parser.reconnectionTime) / 1000
+                // At most 10^9 s: a server's `retry: 99999999999999999` would overflow the sleep's nanoseconds.
+                let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)
                 let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
                 let named = URLRequest(
                     url: URL(string: request.url.relativeString, relativeTo: manager.baseURL) ?? request.url)

@@ -74,7 +74,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// How long a stream, download or upload may go without a byte moving before it ends with `.timedOut` (default
-    /// 60 s). They have no whole-call deadline unless the call or its request sets `timeoutInterval`.
+    /// 60 s; `.infinity` for never). They have no whole-call deadline unless the call or its request sets
+    /// `timeoutInterval`.
     public var idleTimeoutInterval: TimeInterval {
         get { withState { $0.idleTimeout } }
         set { withState { $0.idleTimeout = newValue } }
@@ -96,20 +97,20 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.followsRedirects = newValue } }
     }
 
-    /// How many redirects one request may follow before it fails with `.tooManyRedirects` (default 10); a redirect loop
-    /// ends the same way once it has used them up.
+    /// How many redirects one request may follow (default 10; a negative number is 0) before it fails with
+    /// `.tooManyRedirects`; a redirect loop ends the same way once it has used them up.
     public var maximumRedirects: Int {
         get { withState { $0.maximumRedirects } }
-        set { withState { $0.maximumRedirects = newValue } }
+        set { withState { $0.maximumRedirects = max(0, newValue) } }
     }
 
     /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit).
     ///
     /// Counted as the body arrives, after decompression: past the limit the transfer stops and the call fails with
-    /// `CustomError.responseTooLarge`. Applies to every in-memory call (not to `download`).
+    /// `CustomError.responseTooLarge`. Applies to every in-memory call (not to `download`). A negative limit is 0.
     public var maximumResponseSize: Int? {
         get { withState { $0.maximumResponseSize } }
-        set { withState { $0.maximumResponseSize = newValue } }
+        set { withState { $0.maximumResponseSize = newValue.map { max(0, $0) } } }
     }
 
     /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one network call; every
@@ -224,7 +225,10 @@ public final class RestManager: @unchecked Sendable {
     public func loadData(
         fromURL url: URL, completion: @escaping @Sendable (Result<Data, CustomError>) -> Void
     ) -> RequestHandle {
-        let snapshot = withState { $0.forPlainDownload() }
+        var snapshot = withState { $0 }
+        // No headers or interceptors, which add credentials: a plain download often goes to another host.
+        snapshot.headers = RestEntity(ignoringKeyCase: true)
+        snapshot.interceptors = []
         return perform(Request(.get, url: url), snapshot: snapshot) { completion($0.validated($0.data ?? Data())) }
     }
 
@@ -589,7 +593,7 @@ public final class RestManager: @unchecked Sendable {
         case invalidTimeout(TimeInterval)
         /// The body could not be encoded.
         case bodyEncodingFailed(String)
-        /// No complete answer within the timeout.
+        /// No complete answer within `timeoutInterval`, or no byte for `idleTimeoutInterval` (the text names both).
         case timedOut(URL, after: TimeInterval)
         /// More redirects than `maximumRedirects` (a redirect loop ends this way too).
         case tooManyRedirects(URL, limit: Int)
@@ -624,7 +628,8 @@ public final class RestManager: @unchecked Sendable {
             case let .invalidTimeout(seconds): "Invalid timeout \(seconds): it must be a positive number of seconds."
             case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
             case let .timedOut(url, seconds):
-                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s \(Self.timeoutHint)."
+                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s (timeoutInterval bounds a "
+                    + "whole call; idleTimeoutInterval, a stream or transfer without a byte)."
             case let .tooManyRedirects(url, limit):
                 "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled: "The request was cancelled."
@@ -644,10 +649,6 @@ public final class RestManager: @unchecked Sendable {
                     + "please report this."
             }
         }
-
-        /// Which limits a timeout may be and how to change them: a `.timedOut` does not say which one fired.
-        static let timeoutHint =
-            "(timeoutInterval bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)"
 
         /// True for `.cancelled`.
         public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
@@ -1014,7 +1015,6 @@ public final class RestManager: @unchecked Sendable {
         private var partial: [UInt8] = []
         /// A CR ended the last line: an LF right after it belongs to that line end.
         private var afterCR = false
-        private var finished = false
 
         mutating func split(_ chunk: Data, into lines: inout [String]) {
             chunk.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
@@ -1040,8 +1040,8 @@ public final class RestManager: @unchecked Sendable {
 
         /// The last line, when the body did not end with a line end (once).
         mutating func finish() -> String? {
-            guard !finished, !partial.isEmpty else { return nil }
-            finished = true
+            guard !partial.isEmpty else { return nil }
+            defer { partial = [] }
             return String(decoding: partial, as: UTF8.self)
         }
     }
@@ -1067,15 +1067,6 @@ public final class RestManager: @unchecked Sendable {
         var eventHandler: (@Sendable (Event) -> Void)?
         var idleTimeout: TimeInterval = 60
         var assembleBody: BodyAssembler?
-
-        /// The same settings without headers or interceptors (which add credentials): what `getData` sends (often to
-        /// another host).
-        func forPlainDownload() -> Snapshot {
-            var plain = self
-            plain.headers = RestEntity(ignoringKeyCase: true)
-            plain.interceptors = []
-            return plain
-        }
 
         /// The tutorial's call as a value request: the manager's query, body and files.
         func tutorialRequest(_ method: HttpMethod, url: URL) -> Request {
@@ -1111,6 +1102,10 @@ public final class RestManager: @unchecked Sendable {
         static func build(_ value: Request, snapshot: Snapshot) throws -> URLRequest {
             let timeout = value.timeoutInterval ?? snapshot.timeout
             guard timeout > 0, timeout.isFinite else { throw CustomError.invalidTimeout(timeout) }
+            // Infinite is "never"; NaN would trap in the timer.
+            if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {
+                throw CustomError.invalidTimeout(snapshot.idleTimeout)
+            }
             let method = value.method
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
@@ -1530,8 +1525,6 @@ public final class RestManager: @unchecked Sendable {
     ) -> RequestHandle {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
-        snapshot.maximumRedirects = max(0, snapshot.maximumRedirects)
-        snapshot.maximumResponseSize = snapshot.maximumResponseSize.map { max(0, $0) }
         let started = DispatchTime.now()
         var named = URLRequest(url: value.url)
         named.httpMethod = value.method.name
@@ -1807,11 +1800,10 @@ public final class RestManager: @unchecked Sendable {
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
             var head: Result<Response, Error>?
-            let open = isOpen
-            if !open, let error = results.error {
-                head = .failure(error)
-            } else if !open {
-                let failure = CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
+            if !isOpen {
+                let failure =
+                    results.error
+                    ?? CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
                 head = results.response.flatMap { results.isSuccess ? .success($0) : nil } ?? .failure(failure)
             }
             let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
@@ -2475,12 +2467,9 @@ extension RestManager.Interceptor {
 }
 
 extension RestManager.Transfer {
-    func open() throws {}
     func prepare(_ request: inout URLRequest) {}
     func begin(_ response: HTTPURLResponse) throws -> RestManager.BodyTarget { .memory }
     func write(_ data: Data) throws {}
-    func complete() throws -> Bool { true }
-    func release() {}
     func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
         cancelNow()
     }

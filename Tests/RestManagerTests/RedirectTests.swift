@@ -72,6 +72,17 @@ final class RedirectTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 4)
     }
 
+    /// A negative `maximumRedirects` is 0: the first redirect fails the call, after one request.
+    func testANegativeRedirectLimitIsZero() {
+        rest.maximumRedirects = -2
+        XCTAssertEqual(rest.maximumRedirects, 0)
+        let results = send(.get, "/_test/redirect-loop")
+        guard case .tooManyRedirects(_, 0) = results.error as? RestManager.CustomError else {
+            return XCTFail("\(String(describing: results.error))")
+        }
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
     func testRedirectsCanBeDeliveredInsteadOfFollowed() {
         rest.followsRedirects = false
         let results = send(.get, "/_test/redirect/302?to=/elsewhere")

@@ -97,6 +97,24 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "60 s old at arrival: already stale")
     }
 
+    /// RFC 9111 §1.2.2: `max-age` and `Age` are digits only; another form makes the answer stale (revalidated), and
+    /// a number past 2^31 is 2^31 (fresh).
+    func testMaxAgeIsDigitsOnly() {
+        let cases = [("1e3", "revalidated"), ("inf", "revalidated"), ("+60", "revalidated"), ("60.5", "revalidated")]
+        for (maxAge, expected) in cases + [("99999999999999999999999", "fresh")] {
+            server.removeAllStubs()
+            serve(headers: [("Cache-Control", "max-age=\(maxAge)")])
+            cache.removeAll()
+            _ = send(.get, "/doc")
+            XCTAssertEqual(cacheStatus(send(.get, "/doc")), expected, "max-age=\(maxAge)")
+        }
+        server.removeAllStubs()
+        serve(headers: [("Cache-Control", "max-age=60"), ("Age", "1e9")])
+        cache.removeAll()
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "an Age that is not digits does not count")
+    }
+
     func testNoStoreVaryStarAndAnswersWithoutValidatorsAreNotStored() {
         for (path, headers) in [
             ("/a", [("ETag", "\"x\""), ("Cache-Control", "no-store")]), ("/b", [("ETag", "\"x\""), ("Vary", "*")]),

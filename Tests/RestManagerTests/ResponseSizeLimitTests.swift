@@ -41,6 +41,13 @@ final class ResponseSizeLimitTests: MockServerTestCase {
         XCTAssertNil(send(.get, "/_test/bytes/0").error)
     }
 
+    /// A negative limit is 0: the property reads 0 and a one-byte body is too large.
+    func testANegativeLimitIsZero() {
+        rest.maximumResponseSize = -5
+        XCTAssertEqual(rest.maximumResponseSize, 0)
+        XCTAssertEqual(tooLarge(send(.get, "/_test/bytes/1")), 0)
+    }
+
     func testTheMessageNamesTheProperty() {
         XCTAssertEqual(
             RestManager.CustomError.responseTooLarge(limit: 5).localizedDescription,

@@ -125,6 +125,30 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
 
+    /// A hostile `retry` (10^17 ms, which fits an Int) makes a long wait, not a crash: the wait is capped at 10^9 s and
+    /// cancelling the task ends it.
+    func testAHugeRetryIsAWaitThatCancellingEnds() async throws {
+        let waiting = expectation(description: "the reconnection wait began")
+        rest.eventHandler = { event in
+            if case .retrying(_, _, let delay, _) = event {
+                XCTAssertEqual(delay, 1e9)
+                waiting.fulfill()
+            }
+        }
+        let text = "retry: 99999999999999999\ndata: one\n\n"
+        server.enqueue(MockServer.Response.streamed([.init(Data(text.utf8))], contentType: "text/event-stream"))
+        let events = rest.events(for: request("/hostile"))
+        let reader = Task {
+            var received: [Event] = []
+            for try await event in events { received.append(event) }
+            return received
+        }
+        await fulfillment(of: [waiting], timeout: 20)
+        reader.cancel()
+        let received = try await reader.value
+        XCTAssertEqual(received, [Event(data: "one", retry: 99_999_999_999_999_999)])
+    }
+
     func testAFirstAnswerOf204IsAnEmptySequence() async throws {
         server.stub("GET", path: "/nothing", response: MockServer.Response(status: 204))
         var count = 0

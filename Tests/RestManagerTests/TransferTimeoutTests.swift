@@ -82,4 +82,39 @@ final class TransferTimeoutTests: MockServerTestCase {
         }
         XCTAssertEqual(after, 0.2)
     }
+    /// An idle timeout that is NaN, zero or negative is refused by every call that uses it, before anything is sent
+    /// (NaN trapped in the timer); infinity means none. Plain calls do not use it.
+    func testAnIdleTimeoutThatIsNotPositiveIsRefusedByStreamsAndTransfers() async throws {
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 100).write(to: file)
+        for idle in [Double.nan, 0, -1, -Double.infinity] {
+            rest.idleTimeoutInterval = idle
+            let refused = "Invalid timeout \(idle): it must be a positive number of seconds."
+            do {
+                _ = try await rest.stream(RestManager.Request(url: url("/_test/bytes/10")))
+                XCTFail("the stream was sent with an idle timeout of \(idle)")
+            } catch {
+                XCTAssertEqual(error.localizedDescription, refused)
+            }
+            do {
+                _ = try await rest.download(fromURL: url("/_test/bytes/10"), to: scratch.appendingPathComponent("d"))
+                XCTFail("the download was sent with an idle timeout of \(idle)")
+            } catch {
+                XCTAssertEqual(error.localizedDescription, refused)
+            }
+            let uploaded = await rest.upload(fileAt: file, toURL: url("/upload"))
+            XCTAssertEqual(uploaded.error?.localizedDescription, refused)
+            rest.addFile(at: file, fieldName: "doc", mimeType: "application/octet-stream")
+            let multipart = await rest.makeRequest(toURL: url("/upload"), withHttpMethod: .post)
+            XCTAssertEqual(multipart.error?.localizedDescription, refused)
+            rest.clearParameters()
+            XCTAssertNil(send(.get, "/_test/bytes/10").error)
+        }
+        XCTAssertEqual(server.receivedRequests.count, 4)
+        rest.idleTimeoutInterval = .infinity
+        let (body, _) = try await rest.stream(RestManager.Request(url: url("/_test/bytes/10")))
+        var count = 0
+        for try await chunk in body { count += chunk.count }
+        XCTAssertEqual(count, 10)
+    }
 }
