@@ -138,6 +138,7 @@ cases = [
  ("an event without data dispatched", S, '''guard hasData else { return nil }''', '''''', "ServerSentEventsTests"),
  ("idle timeout not checked", C, '''if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {''', '''if false, !(snapshot.idleTimeout > 0) {''', "TransferTimeoutTests"),
  ("SSE: a huge retry not capped", S, '''let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)''', '''let delay = Double(parser.reconnectionTime) / 1000''', "ServerSentEventsTests"),
+ ("stream: a second reader replaces the first", C, '''guard reader == nil else {''', '''guard true else {''', "StreamingTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

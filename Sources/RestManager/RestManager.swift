@@ -628,8 +628,8 @@ public final class RestManager: @unchecked Sendable {
             case let .invalidTimeout(seconds): "Invalid timeout \(seconds): it must be a positive number of seconds."
             case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
             case let .timedOut(url, seconds):
-                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s (timeoutInterval bounds a "
-                    + "whole call; idleTimeoutInterval, a stream or transfer without a byte)."
+                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s (timeoutInterval "
+                    + "bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)."
             case let .tooManyRedirects(url, limit):
                 "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled: "The request was cancelled."
@@ -920,8 +920,8 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: ResponseBody
 
-    /// The body of a streamed response (`stream(_:)`): chunks in arrival order. One consumer. Leaving the loop (break,
-    /// throw, or cancelling the task) cancels the network call, as does dropping a body never read.
+    /// The body of a streamed response (`stream(_:)`): chunks in arrival order, to one reader (a second task reading at
+    /// once gets an error). Leaving the loop (break, throw, a cancelled task) or dropping an unread body ends the call.
     /// ```swift
     /// for try await chunk in body { file.write(chunk) }
     /// ```
@@ -1828,6 +1828,11 @@ public final class RestManager: @unchecked Sendable {
                         return .success(unread)
                     }
                     if let ending { return ending.map { nil } }
+                    guard reader == nil else {
+                        let reason = "Two tasks read one ResponseBody at the same time; a body has one reader"
+                        return .failure(
+                            CustomError.transport(URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: reason])))
+                    }
                     reader = continuation
                     return nil
                 }

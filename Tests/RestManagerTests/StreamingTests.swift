@@ -161,6 +161,41 @@ final class StreamingTests: MockServerTestCase {
         XCTAssertTrue(eventually { server.openConnectionCount == 0 })
     }
 
+    /// One consumer: a second task reading the body while another waits gets a clear error at once (it used to wait
+    /// for ever, its continuation overwritten); leaving its loop cancels the call, so the other ends with `.cancelled`.
+    func testASecondReaderAtTheSameTimeGetsAnErrorAndNeitherHangs() async throws {
+        server.stub("GET", path: "/one", response: .streamed([.init("a"), .init(after: 60, "never")]))
+        let (body, _) = try await rest.stream(request("/one"))
+        let read = { @Sendable () async -> String in
+            var text = ""
+            do {
+                for try await chunk in body { text += String(decoding: chunk, as: UTF8.self) }
+            } catch {
+                text += "|" + error.localizedDescription
+            }
+            return text
+        }
+        let outcomes = ResultBox<String>()
+        let ended = expectation(description: "both readers ended")
+        ended.expectedFulfillmentCount = 2
+        let readers = (0..<2).map { _ in
+            Task {
+                outcomes.set(await read())
+                ended.fulfill()
+            }
+        }
+        // Bounded: a reader that waits for ever (the bug) fails the test instead of hanging the suite.
+        await fulfillment(of: [ended], timeout: 20)
+        readers.forEach { $0.cancel() }
+        XCTAssertEqual(
+            Set(outcomes.all.map { $0.hasPrefix("a|") ? String($0.dropFirst()) : $0 }),
+            [
+                "|Network error -1: Two tasks read one ResponseBody at the same time; a body has one reader",
+                "|The request was cancelled."
+            ])
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 })
+    }
+
     func testDroppingAnUnreadBodyClosesTheConnection() async throws {
         server.stub("GET", path: "/unread", response: .streamed([.init("x"), .init(after: 60, "y")]))
         do {
