@@ -139,6 +139,8 @@ cases = [
  ("idle timeout not checked", C, '''if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {''', '''if false, !(snapshot.idleTimeout > 0) {''', "TransferTimeoutTests"),
  ("SSE: a huge retry not capped", S, '''let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)''', '''let delay = Double(parser.reconnectionTime) / 1000''', "ServerSentEventsTests"),
  ("stream: a second reader replaces the first", C, '''guard reader == nil else {''', '''guard true else {''', "StreamingTests"),
+ ("lines: no bound on a line", C, '''if partial.count > limit { throw ResponseBody.overflow(''', '''if false, partial.count > limit { throw ResponseBody.overflow(''', "StreamingTests"),
+ ("SSE: no bound on an event's data", S, '''guard data.utf8.count + value.utf8.count < limit else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

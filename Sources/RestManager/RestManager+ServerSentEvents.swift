@@ -78,7 +78,7 @@ extension RestManager {
                             try await reconnect(because: "the event stream ended")
                             continue
                         }
-                        if let event = parser.take(line) { return event }
+                        if let event = try parser.take(line) { return event }
                     } catch {
                         try await recover(from: error)
                     }
@@ -178,8 +178,9 @@ extension RestManager {
             retry = nil
         }
 
-        /// Takes one line; returns the event it dispatches, if any.
-        mutating func take(_ line: String) -> ServerSentEvent? {
+        /// Takes one line; returns the event it dispatches, if any. Throws when the event's data would pass
+        /// `ResponseBody.maximumUnreadBytes` (a peer that never ends an event).
+        mutating func take(_ line: String) throws -> ServerSentEvent? {
             var line = Substring(line)
             if atStart, line.first == "\u{FEFF}" { line = line.dropFirst() }
             atStart = false
@@ -192,6 +193,12 @@ extension RestManager {
             switch field {
             case "event": type = String(value)
             case "data":
+                let limit = ResponseBody.maximumUnreadBytes
+                guard data.utf8.count + value.utf8.count < limit else {
+                    let reason = "An event's data is longer than \(limit) bytes"
+                    throw CustomError.transport(
+                        URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
+                }
                 if hasData { data += "\n" }
                 data += value
                 hasData = true

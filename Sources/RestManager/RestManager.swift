@@ -74,8 +74,7 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// How long a stream, download or upload may go without a byte moving before it ends with `.timedOut` (default
-    /// 60 s; `.infinity` for never). They have no whole-call deadline unless the call or its request sets
-    /// `timeoutInterval`.
+    /// 60 s; `.infinity`: never). They have no whole-call deadline unless the call or request sets `timeoutInterval`.
     public var idleTimeoutInterval: TimeInterval {
         get { withState { $0.idleTimeout } }
         set { withState { $0.idleTimeout = newValue } }
@@ -614,8 +613,7 @@ public final class RestManager: @unchecked Sendable {
         /// URLSession followed a redirect without asking the library (its redirect hook was not called), so secrets may
         /// have gone to another origin unchecked. Please report it.
         case unexpectedRedirect(URL)
-        /// The authenticator could not provide a credential: its refresh failed, or the server rejected its new ones
-        /// (the reason says).
+        /// The authenticator has no credential: its refresh failed, or the server rejected its new ones (see reason).
         case authenticationFailed(reason: String)
         /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
         case fileAccessFailed(URL, reason: String)
@@ -661,16 +659,14 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Nested types: RequestHandle
 
-    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`. Its completion is called exactly
-    /// once, whatever happens first.
+    /// A request in flight; `cancel()` ends it at once with `CustomError.cancelled`. Its completion runs exactly once.
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
-        /// The call's `finished` event, reported once, before the completion runs (a program may exit in its
-        /// completion).
+        /// The call's `finished` event, reported once, before the completion (a program may exit in its completion).
         private let reportFinished: (@Sendable (Results, URLRequest) -> Void)?
         /// The request the event names: the call's own until it is built, then the one on the wire.
         private var eventRequest: URLRequest
@@ -937,8 +933,14 @@ public final class RestManager: @unchecked Sendable {
         init(_ buffer: StreamBuffer) { owner = Owner(buffer) }
 
         /// The body as lines split at LF, CRLF or CR; each line decoded as UTF-8 once whole (invalid bytes replaced);
-        /// empty lines kept; a last line without a line end is delivered at the end.
+        /// empty lines kept; a last line without a line end is delivered at the end. A line longer than
+        /// `maximumUnreadBytes` ends the stream with `URLError.dataLengthExceedsMaximum`.
         public var lines: Lines { Lines(body: self) }
+
+        /// The error that ends a stream that would hold more than `maximumUnreadBytes` for its reader.
+        static func overflow(_ reason: String) -> CustomError {
+            .transport(URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
+        }
 
         /// Reads the chunks.
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(owner: owner) }
@@ -979,8 +981,7 @@ public final class RestManager: @unchecked Sendable {
                 var splitter = LineSplitter()
                 var ready: [String] = []
                 var index = 0
-                /// Whether the body ended in the middle of a line: the last line given had no line end (an event
-                /// stream discards it).
+                /// Whether the body ended in the middle of a line: the last line given had no line end.
                 public private(set) var endedMidLine = false
 
                 /// The next line.
@@ -993,7 +994,7 @@ public final class RestManager: @unchecked Sendable {
                             if last != nil { endedMidLine = true }
                             return last
                         }
-                        splitter.split(chunk, into: &ready)
+                        try splitter.split(chunk, into: &ready)
                     }
                     index += 1
                     return ready[index - 1]
@@ -1016,8 +1017,9 @@ public final class RestManager: @unchecked Sendable {
         /// A CR ended the last line: an LF right after it belongs to that line end.
         private var afterCR = false
 
-        mutating func split(_ chunk: Data, into lines: inout [String]) {
-            chunk.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+        /// Throws when the line in progress grows past `ResponseBody.maximumUnreadBytes` (a peer that never ends one).
+        mutating func split(_ chunk: Data, into lines: inout [String]) throws {
+            try chunk.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
                 var start = 0
                 for index in 0..<bytes.count {
                     let byte = bytes[index]
@@ -1028,13 +1030,21 @@ public final class RestManager: @unchecked Sendable {
                     }
                     afterCR = false
                     guard byte == 10 || byte == 13 else { continue }
-                    partial.append(contentsOf: bytes[start..<index])
+                    try keep(bytes[start..<index])
                     lines.append(String(decoding: partial, as: UTF8.self))
                     partial.removeAll(keepingCapacity: true)
                     afterCR = byte == 13
                     start = index + 1
                 }
-                partial.append(contentsOf: bytes[start..<bytes.count])
+                try keep(bytes[start..<bytes.count])
+            }
+        }
+
+        private mutating func keep(_ bytes: Slice<UnsafeRawBufferPointer>) throws {
+            partial.append(contentsOf: bytes)
+            let limit = ResponseBody.maximumUnreadBytes
+            if partial.count > limit {
+                throw ResponseBody.overflow("A line of the stream is longer than \(limit) bytes")
             }
         }
 
@@ -1146,8 +1156,7 @@ public final class RestManager: @unchecked Sendable {
             "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade",
             "expect", "te", "trailer"
         ]
-        /// The headers that follow a redirect to another origin (with the body's own on a 307 or 308); the rest stay
-        /// behind.
+        /// The only headers that follow a redirect to another origin (with the body's own on a 307 or 308).
         static let crossOriginHeaderNames: Set<String> = [
             "accept", "accept-language", "accept-encoding", "user-agent", "cache-control"
         ]
@@ -1162,8 +1171,7 @@ public final class RestManager: @unchecked Sendable {
                 for (name, value) in snapshot.bodyParameters.orderedPairs {
                     multipart.addField(name: name, value: value)
                 }
-                // Files added by URL are read into the body only when inspected (`makeURLRequest`): `perform` streams
-                // them.
+                // Files added by URL are read here only for `makeURLRequest`: `perform` streams them.
                 multipart.parts += try snapshot.files.map { part in
                     guard let file = part.fileURL else { return part }
                     var loaded = part
@@ -1384,8 +1392,7 @@ public final class RestManager: @unchecked Sendable {
             }.joined(separator: "&")
         }
 
-        /// `url` with its password and secret query values `<redacted>` (plain text surgery: URLComponents traps on
-        /// setting such a value).
+        /// `url` with its password and secret query values `<redacted>` (as text: URLComponents traps on such values).
         static func url(_ text: String) -> String {
             var rest = Substring(text)
             var output = ""
@@ -1411,8 +1418,7 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Percent-encoding, JSON strings and quoting from explicit ASCII sets (`CharacterSet`'s are Unicode-aware or keep
-    /// `+`).
+    /// Percent-encoding, JSON strings and quoting from explicit ASCII sets (`CharacterSet`'s are Unicode or keep `+`).
     enum Encoding {
         static let queryAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         static let formAllowed = asciiTable("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._")
@@ -1514,12 +1520,10 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Turns a request's file parts into a body streamed from disk; calls `check` often, which throws once the call is
-    /// cancelled or past its deadline.
+    /// Turns a request's file parts into a body streamed from disk; `check`, called often, throws once the call ends.
     typealias BodyAssembler = @Sendable (_ value: Request, _ check: () throws -> Void) throws -> Request
 
-    /// The one core request path: every public call ends here, built and started on the caller's thread as raw
-    /// URLSession's.
+    /// The one core request path: every public call ends here, started on the caller's thread as raw URLSession's.
     func perform(
         _ value: Request, snapshot: Snapshot, completion: @escaping @Sendable (Results) -> Void
     ) -> RequestHandle {
@@ -1591,8 +1595,7 @@ public final class RestManager: @unchecked Sendable {
         if starts { exchange.start() }
     }
 
-    /// What must be equal for two requests to share one network call: the request, and every setting that changes its
-    /// outcome.
+    /// What two requests sharing one network call have in common: the request and each setting changing its outcome.
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
         let limits = [snapshot.maximumRedirects, snapshot.maximumResponseSize ?? -1]
@@ -1605,8 +1608,7 @@ public final class RestManager: @unchecked Sendable {
     final class Transport: Sendable {
         let session: URLSession
         let delegate: SessionDelegate
-        /// Where deadlines fire: a serial queue gets a thread whenever it has work, even when every global one is
-        /// blocked.
+        /// Where deadlines fire: a serial queue gets a thread when it has work, even with every global one blocked.
         let timerQueue = DispatchQueue(label: "RestManager.deadlines", qos: .userInitiated)
 
         init(configuration: URLSessionConfiguration) {
@@ -1787,9 +1789,7 @@ public final class RestManager: @unchecked Sendable {
                     return reader
                 }
                 guard unread.count + data.count <= limit || cancelled else {
-                    let reason = "The stream's reader fell more than \(limit) bytes behind; read faster"
-                    throw CustomError.transport(
-                        URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))
+                    throw ResponseBody.overflow("The stream's reader fell more than \(limit) bytes behind; read faster")
                 }
                 unread.append(data)
                 return nil
@@ -1994,8 +1994,7 @@ public final class RestManager: @unchecked Sendable {
             return kept
         }
 
-        /// Numbers the next attempt and lets the interceptors adapt the call's request for it (in a task, only when
-        /// there are any).
+        /// Numbers the next attempt and lets the interceptors, if any, adapt the call's request for it (in a task).
         private func beginAttempt() {
             let next = firstRequest
             let number = lock.withLock { () -> Int? in
@@ -2092,8 +2091,7 @@ public final class RestManager: @unchecked Sendable {
         private func checkIdle() {
             let idle = lock.withLock { () -> TimeInterval in
                 let sent = task?.countOfBytesSent ?? 0
-                // Bytes going out count, and so does time with no task on the wire (adapting, deciding, a retry's
-                // wait).
+                // Bytes going out count, and so does time with no task on the wire (adapting, deciding, waiting).
                 if sent != bytesSent || task == nil {
                     bytesSent = sent
                     lastActivity = .now()
@@ -2177,8 +2175,7 @@ public final class RestManager: @unchecked Sendable {
                     case .transfer: try transfer?.write(data)
                     case .errorBody, .restart: body.append(data.prefix(max(0, 65_536 - body.count)))
                     case .memory:
-                        // Counts the bytes as decoded (libcurl inflates gzip), so a small compressed body cannot grow
-                        // past the limit in memory.
+                        // Decoded bytes (libcurl inflates gzip): a small compressed body cannot pass the limit.
                         if let limit = settings.maximumResponseSize, body.count + data.count > limit {
                             throw CustomError.responseTooLarge(limit: limit)
                         }
@@ -2271,8 +2268,7 @@ public final class RestManager: @unchecked Sendable {
                 }
             }
             if !RestManager.isSameOrigin(currentURL, target) {
-                // Another origin gets only headers known to hold no secret: an unknown one is likelier an API key than
-                // not.
+                // Another origin gets only headers known to hold no secret: an unknown one may be an API key.
                 let followers = RequestBuilder.crossOriginHeaderNames.union(
                     becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })
                 for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {
@@ -2347,8 +2343,7 @@ public final class RestManager: @unchecked Sendable {
 
     }
 
-    /// The session's delegate: hands each task's events to its exchange, declines URLSession's own redirects and
-    /// challenges.
+    /// The session's delegate: hands each task's events to its exchange; declines redirects and challenges.
     final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         private let exchanges = Locked([Int: Exchange]())
         func register(_ exchange: Exchange, for task: URLSessionTask) {
@@ -2421,8 +2416,7 @@ public final class RestManager: @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
                 let handle = start { continuation.resume(returning: $0) }
-                // Set, then checked (onCancel does the reverse): whatever the interleaving, one of the two cancels
-                // (twice is harmless).
+                // Set, then checked (onCancel does the reverse): one of the two cancels, twice is harmless.
                 slot.withLock { $0.handle = handle }
                 if slot.withLock({ $0.cancelled }) { handle.cancel() }
             }

@@ -28,7 +28,7 @@ final class ServerSentEventsTests: MockServerTestCase {
     private func parse(_ lines: [String]) -> [Event] {
         var parser = RestManager.EventStreamParser()
         parser.startStream()
-        return lines.compactMap { parser.take($0) }
+        return lines.compactMap { try? parser.take($0) }
     }
 
     func testTheParserFollowsEachRule() {
@@ -47,19 +47,31 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(parse(["event: x", "", "data: a", ""]), [Event(data: "a")])
     }
 
-    func testAnIDTakesEffectWhenItsBlockEndsAndAnUnterminatedBlockIsDropped() {
+    func testAnIDTakesEffectWhenItsBlockEndsAndAnUnterminatedBlockIsDropped() throws {
         var parser = RestManager.EventStreamParser()
         parser.startStream()
-        XCTAssertNil(parser.take("id: 5"))
+        XCTAssertNil(try parser.take("id: 5"))
         XCTAssertNil(parser.lastEventID)
-        XCTAssertNil(parser.take(""))
+        XCTAssertNil(try parser.take(""))
         XCTAssertEqual(parser.lastEventID, "5")
-        XCTAssertNil(parser.take("id: 6"))
-        XCTAssertNil(parser.take("data: cut off"))
+        XCTAssertNil(try parser.take("id: 6"))
+        XCTAssertNil(try parser.take("data: cut off"))
         parser.endStream()
         XCTAssertEqual(parser.lastEventID, "5")
-        XCTAssertEqual(parser.take(""), nil)
+        XCTAssertEqual(try parser.take(""), nil)
         XCTAssertEqual(parser.lastEventID, "5")
+    }
+
+    /// An event whose data never ends cannot take the process's memory: past `maximumUnreadBytes` (16 MiB) the
+    /// parser throws (the sequence then reconnects, as after any network error).
+    func testAnEventLargerThanTheLimitIsAnError() throws {
+        var parser = RestManager.EventStreamParser()
+        parser.startStream()
+        let line = "data: " + String(repeating: "x", count: 1 << 20)
+        for _ in 0..<15 { XCTAssertNil(try parser.take(line)) }
+        XCTAssertThrowsError(try parser.take(line)) { error in
+            XCTAssertEqual(error.localizedDescription, "Network error -1103: An event's data is longer than 16777216 bytes")
+        }
     }
 
     func testAnEventStreamSplitAtEveryByteParsesTheSame() async throws {
@@ -224,8 +236,8 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.openConnectionCount, 0)
     }
 
-    func testParsingIsLinearInTheSizeOfAnEvent() {
-        func parseTime(megabytes: Int) -> TimeInterval {
+    func testParsingIsLinearInTheSizeOfAnEvent() throws {
+        func parseTime(megabytes: Int) throws -> TimeInterval {
             let text = "data: " + String(repeating: "x", count: megabytes << 20) + "\n\n"
             let bytes = Data(text.utf8)
             var best = TimeInterval.infinity
@@ -236,8 +248,8 @@ final class ServerSentEventsTests: MockServerTestCase {
                 var lines: [String] = []
                 var events = 0
                 for start in stride(from: 0, to: bytes.count, by: 16_384) {
-                    splitter.split(bytes[start..<min(bytes.count, start + 16_384)], into: &lines)
-                    for line in lines where parser.take(line) != nil { events += 1 }
+                    try splitter.split(bytes[start..<min(bytes.count, start + 16_384)], into: &lines)
+                    for line in lines where try parser.take(line) != nil { events += 1 }
                     lines.removeAll(keepingCapacity: true)
                 }
                 XCTAssertEqual(events, 1)
@@ -245,8 +257,8 @@ final class ServerSentEventsTests: MockServerTestCase {
             }
             return best
         }
-        let small = parseTime(megabytes: 1)
-        let large = parseTime(megabytes: 10)
+        let small = try parseTime(megabytes: 1)
+        let large = try parseTime(megabytes: 10)
         XCTAssertLessThanOrEqual(large, 12 * small + 0.05, "1 MiB: \(small) s, 10 MiB: \(large) s")
     }
 }

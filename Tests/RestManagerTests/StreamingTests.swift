@@ -71,7 +71,7 @@ final class StreamingTests: MockServerTestCase {
                 var splitter = RestManager.LineSplitter()
                 var lines: [String] = []
                 for piece in [bytes[..<first], bytes[first..<second], bytes[second...]] {
-                    splitter.split(Data(piece), into: &lines)
+                    XCTAssertNoThrow(try splitter.split(Data(piece), into: &lines))
                 }
                 if let last = splitter.finish() { lines.append(last) }
                 XCTAssertEqual(lines, ["a", "", "", "b", "€x", "\u{FFFD}", "y"], "split at \(first), \(second)")
@@ -90,6 +90,24 @@ final class StreamingTests: MockServerTestCase {
         for try await line in body.lines { lines.append(line) }
         XCTAssertEqual(lines.map(\.utf8.count), [1 << 20, 3])
         XCTAssertEqual(lines.last, "end")
+    }
+
+    /// A peer that never ends a line cannot take the process's memory: past `maximumUnreadBytes` (16 MiB) in one line,
+    /// `lines` ends with an error and no line.
+    func testALineLongerThanTheLimitEndsTheStreamWithAnError() async throws {
+        let mebibyte = Data(repeating: UInt8(ascii: "x"), count: 1 << 20)
+        let pieces = (0..<17).map { _ in MockServer.Response.Piece(mebibyte) } + [.init("\n"), .init(after: 60, "never")]
+        server.stub("GET", path: "/endless", response: .streamed(pieces))
+        let (body, _) = try await rest.stream(request("/endless"))
+        var lines = 0
+        do {
+            for try await _ in body.lines { lines += 1 }
+            XCTFail("a 17 MiB line was read whole")
+        } catch {
+            XCTAssertEqual(error.localizedDescription, "Network error -1103: A line of the stream is longer than 16777216 bytes")
+        }
+        XCTAssertEqual(lines, 0)
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 }, "the call was not cancelled")
     }
 
     func testANon2xxHeadThrowsWithItsBody() async throws {
