@@ -12,7 +12,7 @@ import argparse, os, random, subprocess, sys
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 C='Sources/RestManager/RestManager.swift'; A='Sources/RestManager/RestManager+Authentication.swift'; R='Sources/RestManager/RestManager+ResponseCache.swift'
 S='Sources/RestManager/RestManager+ServerSentEvents.swift'; T='Sources/RestManager/RestManager+Transfers.swift'
-P='Sources/RestManager/RestManager+RetryPolicy.swift'
+P='Sources/RestManager/RestManager+RetryPolicy.swift'; M='Sources/MockServer/Connection.swift'
 cases = [
  ("cache key without Authorization", R, '''+ "\\n" + (request.value(forHTTPHeaderField: "Authorization") ?? "")''', '''+ "\\n"''', "ResponseCacheTests"),
  ("cache: max-age not digits accepted", R, '''guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }''', '''guard !text.isEmpty else { return nil }''', "ResponseCacheTests"),
@@ -139,8 +139,9 @@ cases = [
  ("idle timeout not checked", C, '''if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {''', '''if false, !(snapshot.idleTimeout > 0) {''', "TransferTimeoutTests"),
  ("SSE: a huge retry not capped", S, '''let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)''', '''let delay = Double(parser.reconnectionTime) / 1000''', "ServerSentEventsTests"),
  ("stream: a second reader replaces the first", C, '''guard reader == nil else {''', '''guard true else {''', "StreamingTests"),
- ("lines: no bound on a line", C, '''if partial.count > limit { throw ResponseBody.overflow(''', '''if false, partial.count > limit { throw ResponseBody.overflow(''', "StreamingTests"),
+ ("lines: no bound on a line", C, '''if partial.count > limit {''', '''if false, partial.count > limit {''', "StreamingTests"),
  ("SSE: no bound on an event's data", S, '''guard data.utf8.count + value.utf8.count < limit else {''', '''guard true else {''', "ServerSentEventsTests"),
+ ("mock: stop closes under an upload", M, '''guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }''', '''guard result == .stopping, inBody && false, let left = server.stopGraceLeft() else { return result }''', "MockServerStopGraceTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

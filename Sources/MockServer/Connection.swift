@@ -62,7 +62,7 @@ struct Connection {
                 } else {
                     waitLimit = limits.idleTimeout
                 }
-                switch Socket.poll([descriptor], wake: wake, timeout: max(0, waitLimit)) {
+                switch waitForInput(timeout: max(0, waitLimit), inBody: headDone != nil) {
                 case .ready:
                     guard Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0 else { return }
                 case .timedOut:
@@ -111,10 +111,18 @@ struct Connection {
             if left == 0 { return checksum }
             buffer.removeAll(keepingCapacity: true)
             start = 0
-            guard Socket.poll([descriptor], wake: wake, timeout: server.configuration.idleTimeout) == .ready,
+            guard waitForInput(timeout: server.configuration.idleTimeout, inBody: true) == .ready,
                 Socket.read(descriptor, into: &buffer, scratch: &scratch) > 0
             else { return nil }
         }
+    }
+
+    /// Waits for input, or for the server to stop. A body under way may go on arriving for the server's stop grace
+    /// period: closing the connection under a FoundationNetworking file upload crashes the client's process.
+    private func waitForInput(timeout: TimeInterval, inBody: Bool) -> Socket.PollResult {
+        let result = Socket.poll([descriptor], wake: wake, timeout: timeout)
+        guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }
+        return Socket.poll([descriptor], wake: -1, timeout: min(timeout, left)) == .ready ? .ready : .stopping
     }
 
     private static func seconds(since time: DispatchTime) -> TimeInterval {

@@ -49,6 +49,9 @@ public final class MockServer: @unchecked Sendable {
         public var requestHeadTimeout: TimeInterval = 10
         /// After `requestHeadTimeout` of grace, a body must arrive at least this fast (then 408 and close).
         public var minimumBodyBytesPerSecond = 1024
+        /// How long `stop()` lets a request body under way finish arriving, in seconds: closing a connection while a
+        /// FoundationNetworking client uploads a file crashes the client's process (`EasyHandle.swift:484`).
+        public var stopGracePeriod: TimeInterval = 5
         /// Whether requests are kept for `receivedRequests` (turn off for benchmarks and long runs).
         public var recordsRequests = true
         /// How many of the most recent requests `receivedRequests` (and `takeRequest`) keep, so that
@@ -70,6 +73,8 @@ public final class MockServer: @unchecked Sendable {
     private var wakePipe: (read: Int32, write: Int32) = (-1, -1)
     private var boundPort: UInt16 = 0
     private var running = false
+    /// When `stop()` began: request bodies under way may still arrive whole for `stopGracePeriod`.
+    private var stoppedAt: DispatchTime?
     /// Each open connection: its socket, whether it is answering, since when it waits for a
     /// request, and whether it was told to close to make room.
     private struct Slot {
@@ -123,15 +128,18 @@ public final class MockServer: @unchecked Sendable {
         self.wakePipe = pipe
         self.boundPort = port
         builtCatalogue = nil
+        stoppedAt = nil
         running = true
         spawn { [self] in acceptLoop(listener: listener, wake: pipe.read) }
     }
 
-    /// Closes the listener and every connection, and waits for every server thread to end.
+    /// Closes the listener and every connection, and waits for every server thread to end. A request body under way
+    /// may finish arriving first, for up to `stopGracePeriod` seconds.
     public func stop() {
         lock.lock()
         guard running else { lock.unlock(); return }
         running = false
+        stoppedAt = .now()
         let wake = wakePipe
         lock.unlock()
         // Every wait in the server polls this pipe; one byte wakes them all.
@@ -203,6 +211,15 @@ public final class MockServer: @unchecked Sendable {
 
     /// How many connections were accepted since `start()`.
     public var acceptedConnectionCount: Int { lock.lock(); defer { lock.unlock() }; return nextConnectionID }
+
+    /// Seconds left for request bodies under way to arrive whole since `stop()` began; nil while running or once over.
+    func stopGraceLeft() -> TimeInterval? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let stoppedAt else { return nil }
+        let left = configuration.stopGracePeriod - Double(DispatchTime.now().uptimeNanoseconds - stoppedAt.uptimeNanoseconds) / 1e9
+        return left > 0 ? left : nil
+    }
 
     /// How many requests were parsed since `start()`.
     public var handledRequestCount: Int { lock.lock(); defer { lock.unlock() }; return handledCount }

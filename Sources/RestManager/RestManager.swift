@@ -588,7 +588,7 @@ public final class RestManager: @unchecked Sendable {
         /// A request header name or value is not allowed (CR/LF, non-token name, or a header that frames the message
         /// such as `Content-Length`, which only URLSession sets); the value is not repeated.
         case invalidHeader(name: String, reason: String)
-        /// The timeout is not a positive number of seconds.
+        /// A timeout (`timeoutInterval`, or `idleTimeoutInterval` for a stream or transfer) is not a positive number.
         case invalidTimeout(TimeInterval)
         /// The body could not be encoded.
         case bodyEncodingFailed(String)
@@ -2213,8 +2213,6 @@ public final class RestManager: @unchecked Sendable {
                     }
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 case .timedOut: return fail(CustomError.timedOut(firstURL, after: settings.timeout))
-                case .httpTooManyRedirects:
-                    return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
                 default:
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
