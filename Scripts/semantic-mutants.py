@@ -142,6 +142,8 @@ cases = [
  ("lines: no bound on a line", C, '''if partial.count > limit {''', '''if false, partial.count > limit {''', "StreamingTests"),
  ("SSE: no bound on an event's data", S, '''guard data.utf8.count + value.utf8.count < limit else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("mock: stop closes under an upload", M, '''guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }''', '''guard result == .stopping, inBody && false, let left = server.stopGraceLeft() else { return result }''', "MockServerStopGraceTests"),
+ ("a cached answer to a download not written", C, '''return finish(throughTransfer(delivered))''', '''return finish(delivered)''', "ResponseCacheTests"),
+ ("cache: a download's absent body stored", R, '''if http.statusCode == 200, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

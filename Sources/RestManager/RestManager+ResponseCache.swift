@@ -83,7 +83,8 @@ extension RestManager {
                 }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
-            if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }
+            // A body that went to a file or a stream (nil) is not stored.
+            if http.statusCode == 200, let body = results.data { store(body, http, for: request) }
             return .deliver
         }
 

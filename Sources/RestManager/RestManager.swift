@@ -527,7 +527,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// The outcome of a request: the body, the response, or the error that prevented one.
     public struct Results: Sendable {
-        /// The body; empty (not nil) for an answer without one.
+        /// The body; empty for an answer without one, nil when it went to a file or a stream.
         public var data: Data?
         /// Status and headers, when an HTTP answer arrived.
         public var response: Response?
@@ -565,16 +565,11 @@ public final class RestManager: @unchecked Sendable {
             if let error { throw error }
             guard let data, !data.isEmpty else {
                 // An empty body (a 204, say) is nil for an Optional type.
-                if let empty = (type as? EmptyBodyDecodable.Type)?.emptyBody as? Value { return empty }
+                if let empty = (type as? ExpressibleByNilLiteral.Type)?.init(nilLiteral: ()) as? Value { return empty }
                 throw CustomError.emptyBody(statusCode: statusCode ?? 0)
             }
             do { return try decoder.decode(type, from: data) } catch { throw CustomError.decodingFailed(error) }
         }
-    }
-
-    /// Types that an empty body decodes into: `Optional`, as nil.
-    protocol EmptyBodyDecodable {
-        static var emptyBody: Self { get }
     }
 
     // MARK: - Nested types: CustomError
@@ -2068,7 +2063,7 @@ public final class RestManager: @unchecked Sendable {
             }
             // The next attempt must start before the call's deadline, or the last answer is delivered now.
             guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else {
-                return finish(delivered)
+                return finish(throughTransfer(delivered))
             }
             let waits = lock.withLock { () -> Bool in
                 if !finished { state = .waiting }
@@ -2078,6 +2073,24 @@ public final class RestManager: @unchecked Sendable {
             settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: Self.reason(delivered)))
             // Holds the exchange while it waits (nothing else does then).
             startTimer(after: delay) { self.beginAttempt() }
+        }
+
+        /// A 2xx answer with a body in memory, which the transfer never saw (a cache's), is written through it: a
+        /// download's file holds what the call reports.
+        private func throughTransfer(_ results: Results) -> Results {
+            guard let transfer, results.isSuccess, let body = results.data,
+                let http = results.response?.response as? HTTPURLResponse
+            else { return results }
+            do {
+                try lock.withLock {
+                    guard try transfer.begin(http) == .transfer else { return }
+                    try transfer.write(body)
+                    _ = try transfer.complete()
+                }
+                return results
+            } catch {
+                return Results(withError: CustomError.wrap(error))
+            }
         }
 
         /// Why an attempt is retried, for the `retrying` event: the status, or the error.
@@ -2192,12 +2205,12 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func completed(_ task: URLSessionTask, error: Error?) {
-            let state = lock.withLock { () -> (body: Data, hookRan: Bool)? in
+            let state = lock.withLock { () -> (body: Data?, hookRan: Bool)? in
                 guard task === self.task, !finished else { return nil }
                 // Completed: nothing may cancel it any more.
                 self.task = nil
                 defer { body = Data() }
-                return (body, redirectHookRan)
+                return (target == .transfer || target == .stream ? nil : body, redirectHookRan)
             }
             guard let (data, hookRan) = state else { return }
             if let error {
@@ -2470,8 +2483,4 @@ extension RestManager.Transfer {
     func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
         cancelNow()
     }
-}
-
-extension Optional: RestManager.EmptyBodyDecodable {
-    static var emptyBody: Optional { nil }
 }

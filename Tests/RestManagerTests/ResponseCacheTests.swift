@@ -202,6 +202,31 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/redirect/302", "/doc"])
     }
 
+    /// A download answered by the cache gets the cached bytes in its file (fresh: no request; stale: after a 304), and a
+    /// download's answer, whose body went to a file, is not stored as an empty body for later in-memory calls. Both
+    /// reported success with no file, or served an empty body, before.
+    func testDownloadsGetTheCachedBytesInTheirFileAndAreNotStoredEmpty() throws {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        let first = scratch.appendingPathComponent("first.bin")
+        XCTAssertEqual(try download("/doc", to: first)?.get(), first)
+        XCTAssertEqual(try Data(contentsOf: first), Data("body 1".utf8))
+        let inMemory = send(.get, "/doc")
+        XCTAssertEqual(inMemory.data, Data("body 1".utf8), "the download's answer was stored without its body")
+        XCTAssertNil(cacheStatus(inMemory), "a download's answer is not stored")
+        let fresh = scratch.appendingPathComponent("fresh.bin")
+        XCTAssertEqual(try download("/doc", to: fresh)?.get(), fresh)
+        XCTAssertEqual(try Data(contentsOf: fresh), Data("body 1".utf8), "a fresh cached answer reached no file")
+        XCTAssertEqual(server.receivedRequests.count, 2)
+        server.removeAllStubs()
+        serve(headers: [("Cache-Control", "no-cache")])
+        cache.removeAll()
+        _ = send(.get, "/doc")
+        let revalidated = scratch.appendingPathComponent("revalidated.bin")
+        XCTAssertEqual(try download("/doc", to: revalidated)?.get(), revalidated)
+        XCTAssertEqual(try Data(contentsOf: revalidated), Data("body 1".utf8), "a 304's stored answer reached no file")
+        XCTAssertEqual(conditions().suffix(2), ["-", "\"v1\""])
+    }
+
     func testItComposesWithTheAuthenticatorRetriesAndDeduplication() {
         rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "t")) { _ in .init(accessToken: "t") }
         rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0)
