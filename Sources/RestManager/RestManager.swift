@@ -1565,9 +1565,8 @@ public final class RestManager: @unchecked Sendable {
             return
         }
         handle.describe(request)
-        let method = value.method
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
-        let shared = snapshot.deduplicates && (method == .get || method == .head) && value.transfer == nil
+        let shared = snapshot.deduplicates && [.get, .head].contains(value.method) && value.transfer == nil
         let key = shared && value.stream == nil && value.interceptors.isEmpty ? Self.sharingKey(request, snapshot) : nil
         let inFlight = self.inFlight
         let onFinish = key.map { key in
@@ -1629,12 +1628,11 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether or not its delegate
-        /// keeps up (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks, libcurl's
-        /// largest) the thread that queues a call waits, and stops reading the socket: the peer slows to the disk's
-        /// pace. That thread is FoundationNetworking's queue, which creating, resuming or cancelling a task waits
-        /// for: those run `excused` (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for
-        /// its queue from elsewhere.
+        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether its delegate keeps up or
+        /// not (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks) the thread queuing a
+        /// call waits and stops reading the socket: the peer slows to the disk's pace. That thread is
+        /// FoundationNetworking's queue, which creating, resuming or cancelling a task waits for: those run `excused`
+        /// (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for its queue from elsewhere.
         final class Backlog: @unchecked Sendable {
             private let lock = Lock()
             private var queued = 0
@@ -1708,7 +1706,6 @@ public final class RestManager: @unchecked Sendable {
     /// an answer from an interceptor) goes from `waitingForHead` to `ended` and `head()` says why.
     final class StreamBuffer: @unchecked Sendable {
         private let lock = Lock()
-        private var opened = false
         /// How the body ended, once the call completed.
         private var ending: Result<Void, Error>?
         private var headWaiter: CheckedContinuation<(ResponseBody, Response), Error>?
@@ -1721,7 +1718,8 @@ public final class RestManager: @unchecked Sendable {
         private var handle: RequestHandle?
         private var cancelled = false
 
-        var isOpen: Bool { lock.withLock { opened } }
+        /// Whether a 2xx head was handed over.
+        var isOpen: Bool { lock.withLock { (try? headOutcome?.get()) != nil } }
 
         /// Records the call to cancel; cancels it at once if the reader already left.
         func attach(_ handle: RequestHandle) {
@@ -1763,10 +1761,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// A 2xx head arrived: the caller gets the body.
-        func open(_ response: Response) {
-            lock.withLock { opened = true }
-            settleHead(.success(response))
-        }
+        func open(_ response: Response) { settleHead(.success(response)) }
 
         /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a
         /// second to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate
@@ -2070,7 +2065,8 @@ public final class RestManager: @unchecked Sendable {
                 return !finished
             }
             guard waits else { return }
-            settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: Self.reason(delivered)))
+            let reason = delivered.error?.localizedDescription ?? "HTTP \(delivered.statusCode ?? 0)"
+            settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: reason))
             // Holds the exchange while it waits (nothing else does then).
             startTimer(after: delay) { self.beginAttempt() }
         }
@@ -2091,11 +2087,6 @@ public final class RestManager: @unchecked Sendable {
             } catch {
                 return Results(withError: CustomError.wrap(error))
             }
-        }
-
-        /// Why an attempt is retried, for the `retrying` event: the status, or the error.
-        private static func reason(_ results: Results) -> String {
-            results.error?.localizedDescription ?? "HTTP \(results.statusCode ?? 0)"
         }
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
@@ -2437,7 +2428,8 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// An `NSLock` with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15).
+    /// A lock with a scoped `withLock` (NSLocking's own needs macOS 14; `Mutex` macOS 15). Within it, `wait(until:)`
+    /// lets go of the lock until `broadcast()` or the deadline (then false), and takes it back.
     final class Lock: @unchecked Sendable {
         private let condition = NSCondition()
 
@@ -2447,10 +2439,7 @@ public final class RestManager: @unchecked Sendable {
             return try body()
         }
 
-        /// Within `withLock`: lets go of the lock until `broadcast()` or `deadline` (then false), and takes it back.
         func wait(until deadline: Date) -> Bool { condition.wait(until: deadline) }
-
-        /// Wakes every `wait`.
         func broadcast() { condition.broadcast() }
     }
 
