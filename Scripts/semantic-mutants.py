@@ -144,6 +144,7 @@ cases = [
  ("mock: stop closes under an upload", M, '''guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }''', '''guard result == .stopping, inBody && false, let left = server.stopGraceLeft() else { return result }''', "MockServerStopGraceTests"),
  ("a cached answer to a download not written", C, '''return finish(throughTransfer(delivered))''', '''return finish(delivered)''', "ResponseCacheTests"),
  ("cache: a download's absent body stored", R, '''if http.statusCode == 200, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
+ ("a cached answer written after the call ended", C, '''guard !finished, try transfer.begin(http) == .transfer else { return }''', '''guard try transfer.begin(http) == .transfer else { return }''', "ResponseCacheTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

@@ -2071,15 +2071,15 @@ public final class RestManager: @unchecked Sendable {
             startTimer(after: delay) { self.beginAttempt() }
         }
 
-        /// A 2xx answer with a body in memory, which the transfer never saw (a cache's), is written through it: a
-        /// download's file holds what the call reports.
+        /// A 2xx answer with a body in memory, which the transfer never saw (a cache's), is written through it unless
+        /// the call ended meanwhile (its files are let go): a download's file holds what the call reports.
         private func throughTransfer(_ results: Results) -> Results {
             guard let transfer, results.isSuccess, let body = results.data,
                 let http = results.response?.response as? HTTPURLResponse
             else { return results }
             do {
                 try lock.withLock {
-                    guard try transfer.begin(http) == .transfer else { return }
+                    guard !finished, try transfer.begin(http) == .transfer else { return }
                     try transfer.write(body)
                     _ = try transfer.complete()
                 }

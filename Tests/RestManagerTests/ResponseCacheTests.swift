@@ -227,6 +227,31 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(conditions().suffix(2), ["-", "\"v1\""])
     }
 
+    /// A cached answer that reaches the download only after its deadline ended the call is not written: the call's
+    /// files were let go (another download may hold them by then), and the call reported `.timedOut`.
+    func testACachedAnswerArrivingAfterTheDeadlineWritesNoFile() throws {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        _ = send(.get, "/doc")
+        let gate = Gate()
+        let decided = expectation(description: "the interceptor after the cache decided")
+        rest.interceptors.append(WaitsToDecide(gate: gate, decided: decided))
+        let target = scratch.appendingPathComponent("late.bin")
+        let done = expectation(description: "download")
+        let box = ResultBox<Result<URL, RestManager.CustomError>>()
+        rest.download(fromURL: url("/doc"), to: target, timeoutInterval: 0.3) { result in
+            box.set(result)
+            done.fulfill()
+            gate.open()
+        }
+        wait(for: [done, decided], timeout: 30, enforceOrder: true)
+        guard case .failure(.timedOut)? = box.value else { return XCTFail("\(String(describing: box.value))") }
+        let deadline = Date(timeIntervalSinceNow: 1)
+        while Date() < deadline {
+            guard !FileManager.default.fileExists(atPath: target.path) else { return XCTFail("written after the call ended") }
+            usleep(10_000)
+        }
+    }
+
     func testItComposesWithTheAuthenticatorRetriesAndDeduplication() {
         rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "t")) { _ in .init(accessToken: "t") }
         rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0)
@@ -293,5 +318,46 @@ final class VersionBox: @unchecked Sendable {
     var value: Int {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// Opens once; `wait()` returns when it is open.
+private final class Gate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        lock.lock()
+        isOpen = true
+        let waiting = waiters
+        waiters = []
+        lock.unlock()
+        waiting.forEach { $0.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if isOpen {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiters.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+}
+
+/// Decides only once its gate is open.
+private struct WaitsToDecide: RestManager.Interceptor {
+    let gate: Gate
+    let decided: XCTestExpectation
+
+    func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+        await gate.wait()
+        decided.fulfill()
+        return .deliver
     }
 }
