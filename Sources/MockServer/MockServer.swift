@@ -144,7 +144,7 @@ public final class MockServer: @unchecked Sendable {
         lock.unlock()
         // Every wait in the server polls this pipe; one byte wakes them all.
         Socket.signal(wake.write)
-        _ = threads.wait(timeout: .now() + 10)
+        _ = threads.wait(timeout: .now() + 10 + min(max(0, configuration.stopGracePeriod), 3600))
         lock.lock()
         Socket.close(listener)
         listener = -1
