@@ -145,6 +145,7 @@ cases = [
  ("a cached answer to a download not written", C, '''return finish(throughTransfer(delivered))''', '''return finish(delivered)''', "ResponseCacheTests"),
  ("cache: a download's absent body stored", R, '''if http.statusCode == 200, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
  ("a cached answer written after the call ended", C, '''guard !finished, try transfer.begin(http) == .transfer else { return }''', '''guard try transfer.begin(http) == .transfer else { return }''', "ResponseCacheTests"),
+ ("mock: a half-sent head holds the stop", M, '''switch waitForInput(timeout: max(0, waitLimit), inBody: headDone != nil) {''', '''switch waitForInput(timeout: max(0, waitLimit), inBody: requestStarted != nil) {''', "MockServerStopGraceTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID

@@ -7,6 +7,27 @@ import RestManager
 /// closing the connection under a FoundationNetworking file upload crashes the client's process
 /// (`EasyHandle.swift:484`, libcurl 43): the first of five stops under a 512 MiB upload did before.
 final class MockServerStopGraceTests: MockServerTestCase {
+    /// Long enough that waiting for it shows (the upload below needs well under a second of it).
+    override var serverConfiguration: MockServer.Configuration {
+        var configuration = MockServer.Configuration()
+        configuration.stopGracePeriod = 30
+        return configuration
+    }
+
+    /// Only a body under way gets the grace: a client that sent half a head (no body can be under way) is cut off
+    /// at once, so slow or hostile clients cannot hold a test's tearDown.
+    func testAHalfSentHeadDoesNotHoldTheStop() throws {
+        let client = try RawClient(port: server.port)
+        client.send("GET /_test/echo HTTP/1.1\r\nHost: x\r\n")
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while server.openConnectionCount == 0, Date() < deadline { usleep(5_000) }
+        usleep(200_000)  // for the server to read the bytes; a reading that comes later only weakens the check
+        let started = Date()
+        server.stop()
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "stop() waited for a head that never came")
+        XCTAssertTrue(client.readUntilClosed(timeout: 5).closed)
+    }
+
     func testStoppingUnderAFileUploadLetsItsBodyArriveWhole() throws {
         let size = 64 << 20
         let file = scratch.appendingPathComponent("upload.bin")
