@@ -91,8 +91,10 @@ def catalogue(text):
 def run(command, cwd, timeout):
     """Runs `command` in a process group of its own; on timeout the whole group (swift test's
     xctest child included) is killed, so a hanging mutant leaves nothing behind."""
+    # errors="replace": a test may print bytes that are not UTF-8 (a mutant's half of a character);
+    # reading them must not end the run (CI on 55785f3 stopped with a UnicodeDecodeError).
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+                               errors="replace", start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
         return process.returncode, output

@@ -171,7 +171,7 @@ for name, path, old, new, tests in chosen:
         print(f"SKIP {name}: pattern count {text.count(old)}"); continue
     open(path, "w").write(text.replace(old, new))
     try:
-        b = subprocess.run(["swift", "build", "--build-tests"], capture_output=True, text=True)
+        b = subprocess.run(["swift", "build", "--build-tests"], capture_output=True, text=True, errors="replace")
         if b.returncode != 0:
             print(f"NOCOMPILE {name}: {b.stdout[-300:]}", flush=True); survived = True; continue
         # A mutant may make a test loop forever: ten minutes, then its whole process group goes.
