@@ -142,7 +142,9 @@ enum ArgumentParser {
         case "--retries":
             options.retries = try wholeNumber(value, name: "--retries", command: nil, range: 0...10)
         default:
-            guard let seconds = Double(value), seconds > 0, seconds <= maximumTimeout else {
+            // Decimal notation only: Double also reads "0x10" (16), "1e3" and "inf".
+            let decimal = value.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || $0 == 46 }
+            guard decimal, let seconds = Double(value), seconds > 0, seconds <= maximumTimeout else {
                 throw UsageError(
                     message: "--timeout needs a number of seconds above 0 and at most \(Int(maximumTimeout)), not '\(value)'",
                     command: nil)

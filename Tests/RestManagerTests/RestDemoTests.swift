@@ -180,6 +180,9 @@ final class RestDemoTests: MockServerTestCase {
             (["--offline", "--timeout", "inf", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'inf'"),
             (["--offline", "--timeout", "nan", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not 'nan'"),
             (["--offline", "--timeout", "-1", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '-1'"),
+            (["--offline", "--timeout", "0x10", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '0x10'"),
+            (["--offline", "--timeout", "1e3", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '1e3'"),
+            (["--offline", "--timeout", "+5", "users"], "--timeout needs a number of seconds above 0 and at most 86400, not '+5'"),
             (["--offline", "user", "99999999999999999999"], "ID must be a whole number from 1 to 1000000, not '99999999999999999999'")
         ] {
             let run = try restdemo(arguments, useServer: false)
