@@ -11,7 +11,8 @@ extension RestManager {
     /// `rest.interceptors.append(RestManager.ResponseCache())`
     ///
     /// Stores a 200 to a GET that has a validator or `max-age`, unless the request or the answer says `no-store` or the
-    /// answer has `Vary: *`; keyed by URL, the request's `Authorization` and the values of the headers named by `Vary`.
+    /// answer has `Vary: *`; keyed by URL, the request's headers that carry a credential (`Authorization`, `Cookie`,
+    /// any name with `auth`, `key`, `token`, `session`, `secret` or `passw`) and the values of the headers `Vary` names.
     /// A fresh entry (by `max-age`, without `no-cache`) answers without a request; otherwise the next GET asks with
     /// `If-None-Match` / `If-Modified-Since`, and a 304 is delivered as the stored 200 with its headers updated. A
     /// delivered entry says so in ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
@@ -90,9 +91,19 @@ extension RestManager {
 
         // MARK: - Entries
 
+        /// The URL, then every header that carries a credential: one user's answers never reach another, or a caller
+        /// after a logout.
         private func key(_ request: URLRequest) -> String {
-            (request.url?.absoluteString ?? "") + "\n" + (request.value(forHTTPHeaderField: "Authorization") ?? "")
+            let credentials = (request.allHTTPHeaderFields ?? [:]).filter { name, _ in
+                Self.credentialNameParts.contains { name.lowercased().contains($0) }
+            }
+            let lines = credentials.map { "\($0.key.lowercased()): \($0.value)" }.sorted()
+            return (request.url?.absoluteString ?? "") + "\n" + lines.joined(separator: "\n")
         }
+
+        /// What names of headers that carry credentials contain (Authorization, Cookie, X-API-Key, X-Auth-Token,
+        /// PRIVATE-TOKEN, Ocp-Apim-Subscription-Key, X-Session-Id...).
+        private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]
 
         private func lookUp(_ request: URLRequest) -> Entry? {
             withLock {

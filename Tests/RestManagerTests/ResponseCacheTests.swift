@@ -149,6 +149,25 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 4)
     }
 
+    /// Any header carrying a credential keys the entries (an API key, a cookie, a token): after a user switch or a
+    /// logout, another user's answer is never served.
+    func testCredentialHeadersKeyTheEntries() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        for name in ["X-API-Key", "Cookie", "Proxy-Authorization", "X-Auth-Token", "PRIVATE-TOKEN", "Ocp-Apim-Subscription-Key"] {
+            cache.removeAll()
+            rest.requestHttpHeaders.add(value: "alice", forKey: name)
+            XCTAssertNil(cacheStatus(send(.get, "/doc")), name)
+            XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "\(name): alice's own answer is hers")
+            rest.requestHttpHeaders.add(value: "bob", forKey: name)
+            XCTAssertNil(cacheStatus(send(.get, "/doc")), "\(name): bob does not get alice's answer")
+            rest.requestHttpHeaders.removeValue(forKey: name)
+            XCTAssertNil(cacheStatus(send(.get, "/doc")), "\(name): nor does anyone after a logout")
+        }
+        XCTAssertEqual(server.receivedRequests.count, 18)
+        rest.requestHttpHeaders.add(value: "text/plain", forKey: "Accept")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "a header that carries no credential does not key it")
+    }
+
     func testUnsafeMethodsDropTheURLsEntries() {
         serve(headers: [("Cache-Control", "max-age=60")])
         for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
