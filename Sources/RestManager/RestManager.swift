@@ -112,8 +112,8 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.maximumResponseSize = newValue.map { max(0, $0) } } }
     }
 
-    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings) share one network call; every
-    /// caller still gets its own completion, and the first caller's timeout. Never applies to other methods.
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings, the timeout included) share one
+    /// network call; every caller still gets its own completion. Never applies to other methods.
     public var deduplicatesRequests: Bool {
         get { withState { $0.deduplicates } }
         set { withState { $0.deduplicates = newValue } }
@@ -1593,7 +1593,8 @@ public final class RestManager: @unchecked Sendable {
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
         let limits = [snapshot.maximumRedirects, snapshot.maximumResponseSize ?? -1]
-        let settings = "\(snapshot.followsRedirects) \(limits)"
+        // The deadline too: one caller's may not cut another's call short, nor stretch it.
+        let settings = "\(snapshot.followsRedirects) \(limits) \(snapshot.timeout)"
         let queue = ObjectIdentifier(snapshot.callbackQueue).hashValue
         return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(settings) \(queue)"
     }

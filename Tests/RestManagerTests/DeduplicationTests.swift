@@ -61,6 +61,31 @@ final class DeduplicationTests: MockServerTestCase {
         }
     }
 
+    /// A caller's own deadline holds when it would share a call: a short one does not cut a longer one's call short,
+    /// and a long one does not stretch a short one's.
+    func testCallsWithOtherDeadlinesAreNotShared() {
+        rest.deduplicatesRequests = true
+        let box = ResultBox<(TimeInterval, RestManager.Results)>()
+        let group = DispatchGroup()
+        for timeout in [0.5, 10] {
+            var request = RestManager.Request(url: url("/_test/delay?seconds=1.5"))
+            request.timeoutInterval = timeout
+            group.enter()
+            rest.makeRequest(request) { results in
+                box.set((timeout, results))
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        let outcomes = Dictionary(uniqueKeysWithValues: box.all.map { ($0.0, $0.1) })
+        XCTAssertEqual(outcomes[10]?.statusCode, 200, "the 10 s caller is not cut at 0.5 s")
+        guard case .timedOut(_, let after)? = outcomes[0.5]?.error as? RestManager.CustomError else {
+            return XCTFail("the 0.5 s caller times out: \(String(describing: outcomes[0.5]?.error))")
+        }
+        XCTAssertEqual(after, 0.5)
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
     func testPostsAreNeverShared() {
         rest.deduplicatesRequests = true
         XCTAssertEqual(fire(4, .post, "/_test/delay?seconds=0.3").count, 4)
