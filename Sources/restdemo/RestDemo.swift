@@ -77,20 +77,32 @@ enum RestDemo {
 /// stdout for results, stderr for diagnostics.
 enum Output {
     static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(Data((text + "\n").utf8))
     }
 
     static func raw(_ data: Data) {
-        FileHandle.standardOutput.write(data)
-        if data.last != UInt8(ascii: "\n") { FileHandle.standardOutput.write(Data("\n".utf8)) }
+        write(data)
+        if data.last != UInt8(ascii: "\n") { write(Data("\n".utf8)) }
     }
 
     static func error(_ text: String) {
-        FileHandle.standardError.write(Data("restdemo: \(text)\n".utf8))
+        diagnostic("restdemo: \(text)")
     }
 
-    static func diagnostic(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+    /// A line on stderr; a stderr that cannot be written to is ignored (`FileHandle.write(_:)` would trap).
+    static func diagnostic(_ text: String, lineEnd: String = "\n") {
+        try? FileHandle.standardError.write(contentsOf: Data((text + lineEnd).utf8))
+    }
+
+    /// Writes to stdout. One that cannot be written to (a full disk: `FileHandle.write(_:)` would trap) ends the
+    /// program with one line on stderr and exit code 74; a closed pipe ends it by SIGPIPE, as for any tool.
+    private static func write(_ data: Data) {
+        do {
+            try FileHandle.standardOutput.write(contentsOf: data)
+        } catch {
+            Self.error("cannot write the output: \(error.localizedDescription)")
+            _exit(Exit.cannotWrite)
+        }
     }
 
     /// Left-aligned columns, two spaces apart; numeric columns right-aligned.

@@ -108,10 +108,8 @@ final class ProgressBar: @unchecked Sendable {
         shown = progress
         guard !quiet, terminal || Date().timeIntervalSince(lastLine) >= 2 else { return }
         lastLine = Date()
-        FileHandle.standardError.write(
-            Data(
-                ((terminal ? "\r\u{1B}[K" : "") + Self.line(progress, seconds: lastLine.timeIntervalSince(started))
-                    + (terminal ? "" : "\n")).utf8))
+        let line = Self.line(progress, seconds: lastLine.timeIntervalSince(started))
+        Output.diagnostic((terminal ? "\r\u{1B}[K" : "") + line, lineEnd: terminal ? "" : "\n")
     }
 
     func finish() {
@@ -119,7 +117,7 @@ final class ProgressBar: @unchecked Sendable {
         defer { lock.unlock() }
         guard !quiet, let shown else { return }
         let line = Self.line(shown, seconds: Date().timeIntervalSince(started))
-        FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + line + "\n").utf8))
+        Output.diagnostic((terminal ? "\r\u{1B}[K" : "") + line)
         self.shown = nil
     }
 
@@ -127,7 +125,7 @@ final class ProgressBar: @unchecked Sendable {
     func clear() {
         lock.lock()
         defer { lock.unlock() }
-        if !quiet, terminal, shown != nil { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if !quiet, terminal, shown != nil { Output.diagnostic("\r\u{1B}[K", lineEnd: "") }
         shown = nil
     }
 

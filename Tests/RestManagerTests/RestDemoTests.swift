@@ -165,6 +165,26 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertTrue(help.stdout.hasPrefix("usage: restdemo [global options] COMMAND"), help.stdout)
     }
 
+    /// A stdout that cannot be written to (a full disk) ends with exit code 74 and one line on stderr, never a crash
+    /// (`FileHandle.write(_:)` traps on ENOSPC); a stderr that cannot be written to changes nothing.
+    func testAFullStdoutIsExit74AndAFullStderrIsIgnored() throws {
+        for arguments in [["--offline", "users"], ["--offline", "user", "2"], ["--offline", "--json", "user", "2"]] {
+            let run = try restdemo(arguments, useServer: false, stdoutPath: "/dev/full")
+            XCTAssertFalse(run.crashed, arguments.joined(separator: " "))
+            XCTAssertEqual(run.status, 74, arguments.joined(separator: " "))
+            XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot write the output: "), run.stderr)
+            XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+        }
+        let failing = try restdemo(["--offline", "user", "999"], useServer: false, stderrPath: "/dev/full")
+        XCTAssertFalse(failing.crashed)
+        XCTAssertEqual(failing.status, 1, "HTTP 404 is exit 1 with or without its line on stderr")
+        let progress = try restdemo(
+            ["--offline", "download", "/_test/files/100000", "-o", scratch.appendingPathComponent("f.bin").path],
+            useServer: false, stderrPath: "/dev/full")
+        XCTAssertFalse(progress.crashed)
+        XCTAssertEqual(progress.status, 0)
+    }
+
     func testNumbersOutOfRangeAreUsageErrorsOfflineToo() throws {
         // These used to reach the offline mock's paging arithmetic, or a deadline computation, and trap.
         for (arguments, message) in [

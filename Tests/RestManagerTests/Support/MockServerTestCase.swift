@@ -153,9 +153,10 @@ class MockServerTestCase: XCTestCase {
     /// files (not pipes) and the test waits for the process to end, so nothing can block on a full pipe.
     /// (posix_spawn, not Foundation's Process: on Linux a Process object is never freed, which
     /// LeakSanitizer would report against the tests.)
+    /// `stdoutPath` and `stderrPath` send the output elsewhere (`/dev/full`); `Run` has it empty then.
     func restdemo(
-        _ arguments: [String], useServer: Bool = true, environment: [String: String] = [:],
-        file: StaticString = #filePath, line: UInt = #line
+        _ arguments: [String], useServer: Bool = true, environment: [String: String] = [:], stdoutPath: String? = nil,
+        stderrPath: String? = nil, file: StaticString = #filePath, line: UInt = #line
     ) throws -> Run {
         let binary = try XCTUnwrap(Self.restdemoBinary, "build restdemo first (swift build)", file: file, line: line)
         var processEnvironment = ProcessInfo.processInfo.environment
@@ -171,7 +172,8 @@ class MockServerTestCase: XCTestCase {
         let child = try ChildProcess(
             path: binary.path,
             arguments: (useServer ? ["--base-url", server.baseURL.absoluteString] : []) + arguments,
-            environment: processEnvironment, stdoutPath: outPath, stderrPath: errPath)
+            environment: processEnvironment, stdoutPath: stdoutPath ?? outPath,
+            stderrPath: stderrPath ?? errPath)
         let finished = expectation(description: "restdemo \(arguments.joined(separator: " "))")
         let outcome = ResultBox<ChildProcess.Outcome>()
         DispatchQueue.global().async {
@@ -186,7 +188,8 @@ class MockServerTestCase: XCTestCase {
         let result = outcome.value ?? ChildProcess.Outcome(status: -1, signal: 0)
         return Run(
             status: result.status, crashed: result.signal != 0,
-            stdout: ChildProcess.readFile(outPath), stderr: ChildProcess.readFile(errPath))
+            stdout: stdoutPath == nil ? ChildProcess.readFile(outPath) : "",
+            stderr: stderrPath == nil ? ChildProcess.readFile(errPath) : "")
     }
 }
 
