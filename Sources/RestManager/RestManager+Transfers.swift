@@ -169,6 +169,11 @@ extension RestManager {
             if temporary { try? FileManager.default.removeItem(at: file) }
         }
 
+        func prepare(_ request: inout URLRequest) {}
+        /// The answer to an upload is an answer in memory.
+        func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
+        func write(_ data: Data) throws {}
+
         var reportsProgress: Bool { reporter != nil }
 
         func open() throws {
@@ -294,6 +299,10 @@ extension RestManager {
         deinit { release() }
 
         var reportsProgress: Bool { reporter != nil }
+
+        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
+            cancelNow()
+        }
 
         /// Checks the destination, creates its missing parent folders and takes its lock.
         func open() throws {

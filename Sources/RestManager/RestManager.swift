@@ -1,8 +1,9 @@
 //  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
 //  platforms (the differences FoundationNetworking forces are in the README). Needs only Foundation and Dispatch.
 //
-//  Outline: Public API (request state, tutorial calls, async calls, utilities, requests as values, transfers) ·
-//  Nested types · Request building and encoding · Transport (session, exchange, download file, delegate) · Helpers
+//  Outline: Public API (request state, tutorial calls, async calls, utilities, requests as values, streaming) ·
+//  Nested types · Request building and encoding · Transport (session, stream buffer, body seam, exchange, delegate) ·
+//  Private helpers
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -80,11 +81,9 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.idleTimeout = newValue } }
     }
 
-    /// The queue completion handlers are called on, with `async` (default: `DispatchQueue.global(qos:
-    /// .userInitiated)`).
-    ///
-    /// As with URLSession, a completion that blocks holds a thread of this queue: one that waits for another request
-    /// should use a queue of its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
+    /// The queue completion handlers are called on (default `.global(qos: .userInitiated)`). As with URLSession, a
+    /// completion that blocks holds a thread of this queue: one that waits for another request should use a queue of
+    /// its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
     public var callbackQueue: DispatchQueue {
         get { withState { $0.callbackQueue } }
         set { withState { $0.callbackQueue = newValue } }
@@ -103,9 +102,8 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.maximumRedirects = max(0, newValue) } }
     }
 
-    /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit).
-    ///
-    /// Counted as the body arrives, after decompression: past the limit the transfer stops and the call fails with
+    /// The largest response body kept in memory, in bytes (default 100 MiB; `nil` for no limit). Counted as the body
+    /// arrives, after decompression: past the limit the transfer stops and the call fails with
     /// `CustomError.responseTooLarge`. Applies to every in-memory call (not to `download`). A negative limit is 0.
     public var maximumResponseSize: Int? {
         get { withState { $0.maximumResponseSize } }
@@ -120,9 +118,8 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// What relative request URLs are resolved against, joined with exactly one "/": base `https://h/api` or
-    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`. A base's query is
-    /// kept, before the URL's (`https://h/api?key=S` gives `https://h/api/users?key=S&page=2`); its fragment is
-    /// dropped.
+    /// `https://h/api/` and URL `users?page=2` or `/users?page=2` give `https://h/api/users?page=2`. A base's query
+    /// goes first (`https://h/api?key=S`: `https://h/api/users?key=S&page=2`); its fragment is dropped.
     public var baseURL: URL? {
         get { withState { $0.baseURL } }
         set { withState { $0.baseURL = newValue } }
@@ -156,9 +153,20 @@ public final class RestManager: @unchecked Sendable {
         self.init(configuration: Transport.leanConfiguration(maximumConnectionsPerHost: maximumConnectionsPerHost))
     }
 
-    /// Creates a manager on a session with `configuration`, used as given: for `URLProtocol` stubs
-    /// (`configuration.protocolClasses = [MyStubProtocol.self]`), proxies or a cookie store of your own.
-    public init(configuration: URLSessionConfiguration) { transport = Transport(configuration: configuration) }
+    /// Creates a manager on a session with `configuration`: for `URLProtocol` stubs
+    /// (`configuration.protocolClasses = [MyStubProtocol.self]`), proxies or a cookie store of your own. Its
+    /// `httpAdditionalHeaders` become `requestHttpHeaders`, kept from other origins (framing ones stay the session's).
+    public init(configuration: URLSessionConfiguration) {
+        // The session would add them to every request, a redirect's to another origin too.
+        let configuration = configuration.copy() as? URLSessionConfiguration ?? configuration
+        let headers = configuration.httpAdditionalHeaders ?? [:]
+        let frames = { (name: AnyHashable) in RequestBuilder.framingHeaderNames.contains("\(name.base)".lowercased()) }
+        for (name, value) in headers where !frames(name) {
+            state.headers.add(value: "\(value)", forKey: "\(name.base)")
+        }
+        configuration.httpAdditionalHeaders = headers.filter { frames($0.key) }
+        transport = Transport(configuration: configuration)
+    }
 
     /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files. Headers are kept: they
     /// usually describe the API rather than one request.
@@ -1593,7 +1601,6 @@ public final class RestManager: @unchecked Sendable {
     static func sharingKey(_ request: URLRequest, _ snapshot: Snapshot) -> String {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
         let limits = [snapshot.maximumRedirects, snapshot.maximumResponseSize ?? -1]
-        // The deadline too: one caller's may not cut another's call short, nor stretch it.
         let settings = "\(snapshot.followsRedirects) \(limits) \(snapshot.timeout)"
         let queue = ObjectIdentifier(snapshot.callbackQueue).hashValue
         return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(settings) \(queue)"
@@ -2463,14 +2470,5 @@ extension RestManager.Interceptor {
         after results: RestManager.Results, for request: URLRequest, attempt: Int
     ) async -> RestManager.AttemptDecision {
         .deliver
-    }
-}
-
-extension RestManager.Transfer {
-    func prepare(_ request: inout URLRequest) {}
-    func begin(_ response: HTTPURLResponse) throws -> RestManager.BodyTarget { .memory }
-    func write(_ data: Data) throws {}
-    func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
-        cancelNow()
     }
 }

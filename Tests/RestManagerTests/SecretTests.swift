@@ -63,6 +63,41 @@ final class SecretTests: MockServerTestCase {
         XCTAssertNil(echoed.header("Content-Language"))
     }
 
+    /// A session configuration's `httpAdditionalHeaders` are the manager's headers: kept from another origin like them
+    /// (URLSession would add them to the redirected request too), shown in cURL, redacted.
+    func testAConfigurationsHeadersObeyTheRedirectRule() throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["Authorization": "Bearer s3cret", "X-API-Key": "k3y", "Accept-Language": "fr"]
+        let manager = RestManager(configuration: configuration)
+        XCTAssertEqual(configuration.httpAdditionalHeaders?.count, 3, "the caller's configuration is not changed")
+        XCTAssertEqual(manager.requestHttpHeaders.value(forKey: "authorization"), "Bearer s3cret")
+        let same = try echo(send(.get, "/_test/echo", using: manager))
+        XCTAssertEqual(same.header("Authorization"), "Bearer s3cret")
+        XCTAssertEqual(same.header("X-API-Key"), "k3y")
+        let other = MockServer()
+        try other.start()
+        defer { other.stop() }
+        let target = "http://127.0.0.1:\(other.port)/_test/echo".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let moved = try echo(send(.get, "/_test/redirect/302?to=\(target)", using: manager))
+        XCTAssertEqual(moved.header("Host"), "127.0.0.1:\(other.port)")
+        XCTAssertNil(moved.header("Authorization"))
+        XCTAssertNil(moved.header("X-API-Key"))
+        XCTAssertEqual(moved.header("Accept-Language"), "fr")
+        let curl = try manager.curlCommand(for: RestManager.Request(url: url("/x")))
+        XCTAssertTrue(curl.contains("-H 'Authorization: <redacted>'"), curl)
+    }
+
+    /// A header that frames the message stays the session's: it is not refused as a manager's header would be.
+    func testAConfigurationsFramingHeaderStaysTheSessions() throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["Connection": "close"]
+        let manager = RestManager(configuration: configuration)
+        XCTAssertNil(manager.requestHttpHeaders.value(forKey: "Connection"))
+        let results = send(.get, "/_test/echo", using: manager)
+        XCTAssertNil(results.error)
+        XCTAssertEqual(try echo(results).header("Connection"), "close")
+    }
+
     func testSecretHeadersAreRedactedInCurl() throws {
         for (index, name) in Self.secretHeaders.enumerated() { rest.requestHttpHeaders.add(value: "s3cret-\(index)", forKey: name) }
         rest.requestHttpHeaders.add(value: "custom", forKey: "X-Tenant")
