@@ -11,11 +11,11 @@ extension RestManager {
     /// `rest.interceptors.append(RestManager.ResponseCache())`
     ///
     /// Stores a 200 to a GET that has a validator or `max-age`, unless the request or the answer says `no-store` or the
-    /// answer has `Vary: *`; keyed by URL, the request's headers that carry a credential (`Authorization`, `Cookie`,
-    /// any name with `auth`, `key`, `token`, `session`, `secret` or `passw`) and the values of the headers `Vary` names.
-    /// A fresh entry (by `max-age`, without `no-cache`) answers without a request; otherwise the next GET asks with
-    /// `If-None-Match` / `If-Modified-Since`, and a 304 is delivered as the stored 200 with its headers updated. A
-    /// delivered entry says so in ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
+    /// answer has `Vary: *`; keyed by URL, the request's credential headers (`Authorization`, `Cookie`, `X-API-Key`…)
+    /// and the values of the headers `Vary` names. A fresh entry (by `max-age`, without `no-cache`) answers without a
+    /// request; otherwise the next GET asks with `If-None-Match` / `If-Modified-Since`, and a 304 is delivered as the
+    /// stored 200 with its headers updated (a caller's own conditional GET gets its 304). A delivered entry says so in
+    /// ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
     public final class ResponseCache: Interceptor, @unchecked Sendable {
         /// The response header that tells a stored answer: `fresh` (no request was sent) or `revalidated` (after a 304).
         public static let statusHeader = "RestManager-Cache"
@@ -33,6 +33,8 @@ extension RestManager {
         private let maximumBytes: Int
         private var entries: [String: [Entry]] = [:]
         private var clock: UInt64 = 0
+        /// The revalidations sent and not yet decided on: URL and validators.
+        private var revalidating: [String] = []
 
         /// A cache that keeps at most `maximumBytes` of bodies (least recently used go first).
         public init(maximumBytes: Int = 10 << 20) { self.maximumBytes = max(0, maximumBytes) }
@@ -56,11 +58,16 @@ extension RestManager {
             conditional.setValue(entry.response.value(forHTTPHeaderField: "ETag"), forHTTPHeaderField: "If-None-Match")
             let lastModified = entry.response.value(forHTTPHeaderField: "Last-Modified")
             conditional.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since")
+            withLock {
+                revalidating.append(Self.validators(conditional))
+                if revalidating.count > 1_000 { revalidating.removeFirst() }  // left by calls ended early
+            }
             return conditional
         }
 
         /// Turns a 304 into the stored answer, stores a 200, and drops a URL's entries after an unsafe method.
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
+            let revalidation = isGet(request) && tookRevalidation(request)
             guard let http = results.response?.response as? HTTPURLResponse, results.error == nil, let url = request.url
             else {
                 return .deliver
@@ -74,11 +81,8 @@ extension RestManager {
                 }
                 return .deliver
             }
-            if http.statusCode == 304,
-                request.value(forHTTPHeaderField: "If-None-Match") != nil
-                    || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
-            {
-                // No entry any more (evicted meanwhile): ask once more, without the validators; a caller's own 304 stays.
+            if http.statusCode == 304, revalidation {
+                // No entry any more (evicted meanwhile): ask once more, without the validators.
                 guard let entry = revalidated(request, with: http) else {
                     return attempt == 1 ? .retry(after: 0) : .deliver
                 }
@@ -104,6 +108,20 @@ extension RestManager {
         /// What names of headers that carry credentials contain (Authorization, Cookie, X-API-Key, X-Auth-Token,
         /// PRIVATE-TOKEN, Ocp-Apim-Subscription-Key, X-Session-Id...).
         private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]
+
+        /// Whether this cache sent `request`'s validators (and forgets it once): a 304 to a caller's own stays a 304.
+        private func tookRevalidation(_ request: URLRequest) -> Bool {
+            withLock {
+                guard let index = revalidating.firstIndex(of: Self.validators(request)) else { return false }
+                revalidating.remove(at: index)
+                return true
+            }
+        }
+
+        private static func validators(_ request: URLRequest) -> String {
+            let values = ["If-None-Match", "If-Modified-Since"].map { request.value(forHTTPHeaderField: $0) ?? "" }
+            return ([request.url?.absoluteString ?? ""] + values).joined(separator: "\n")
+        }
 
         private func lookUp(_ request: URLRequest) -> Entry? {
             withLock {

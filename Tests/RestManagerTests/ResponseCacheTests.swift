@@ -168,6 +168,22 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "a header that carries no credential does not key it")
     }
 
+    /// A caller's own conditional GET is the caller's: its 304 comes back as is, after one request, whether the cache
+    /// holds an entry or not.
+    func testACallersOwnConditionalGetGetsItsOwn304() {
+        serve(headers: [("Cache-Control", "no-cache")])
+        var conditional = RestManager.Request(url: url("/doc"))
+        conditional.headers.add(value: "\"v1\"", forKey: "If-None-Match")
+        let cold = send(conditional)
+        XCTAssertEqual(cold.statusCode, 304)
+        XCTAssertEqual(server.receivedRequests.count, 1, "one request, not a second without the caller's validator")
+        _ = send(.get, "/doc")
+        let warm = send(conditional)
+        XCTAssertEqual(warm.statusCode, 304, "the caller asked for a 304, not the stored 200")
+        XCTAssertNil(cacheStatus(warm))
+        XCTAssertEqual(server.receivedRequests.count, 3)
+    }
+
     func testUnsafeMethodsDropTheURLsEntries() {
         serve(headers: [("Cache-Control", "max-age=60")])
         for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
