@@ -79,7 +79,8 @@ extension RestManager {
         /// `Retry-After` (RFC 9110 §10.2.3): whole seconds, or an HTTP date in any of its three forms.
         static func seconds(fromRetryAfter value: String) -> TimeInterval? {
             let text = value.trimmingCharacters(in: .whitespaces)
-            if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
+            // Any number of digits: a long wait the server asks for is one, not an unreadable value.
+            if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
                 return TimeInterval(text)
             }
             return date(fromHTTPDate: text).map { max(0, $0.timeIntervalSinceNow) }
