@@ -59,7 +59,8 @@ extension RestManager {
     ) -> RequestHandle {
         var request = Request(httpMethod, url: url)
         request.timeoutInterval = timeoutInterval
-        request.bodyFile = fileURL
+        // FoundationNetworking takes a link's own size for the file's: it would send that many bytes of the file.
+        request.bodyFile = fileURL.resolvingSymlinksInPath()
         let file = { UploadFile(fileURL, temporary: false, reporter: $0) }
         return startTransfer(request, progress: progress, making: file, completion: completion)
     }
@@ -170,7 +171,6 @@ extension RestManager {
         }
 
         func prepare(_ request: inout URLRequest) {}
-        /// The answer to an upload is an answer in memory.
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
         func write(_ data: Data) throws {}
 
@@ -503,8 +503,10 @@ extension RestManager {
             failure(url, "it is not a regular file (a device, FIFO or socket)")
         }
 
+        /// The size of the file at `url`, or of what it links to (`attributesOfItem` would give the link's own).
         static func size(_ url: URL) -> Int64? {
-            ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.int64Value
+            var status = stat()
+            return stat(url.path, &status) == 0 ? Int64(status.st_size) : nil
         }
 
         /// `.fileAccessFailed` with `reason`, or the system's reason for the last failed call.

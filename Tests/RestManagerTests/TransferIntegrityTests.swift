@@ -104,23 +104,48 @@ final class TransferIntegrityTests: MockServerTestCase {
 
     /// A file that grows while it is sent (FoundationNetworking reads it to its end, past the Content-Length it
     /// announced): the call fails saying so.
+    /// The same through a symbolic link to the file (its size is the file's, not the link's).
     func testAFileThatGrowsWhileItIsSentFails() async throws {
-        let file = scratch.appendingPathComponent("growing.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
-        XCTAssertEqual(truncate(file.path, 256 << 20), 0)
-        let smuggled = Data("GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        let grown = ResultBox<Bool>()
-        let results = await rest.upload(fileAt: file, toURL: url("/_test/upload")) { progress in
-            guard grown.all.isEmpty, progress.completedBytes > 0, let handle = FileHandle(forWritingAtPath: file.path) else { return }
-            handle.seekToEndOfFile()
-            handle.write(smuggled)
-            try? handle.close()
-            grown.set(true)
+        for linked in [false, true] {
+            let file = scratch.appendingPathComponent("growing-\(linked).bin")
+            XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
+            XCTAssertEqual(truncate(file.path, 256 << 20), 0)
+            let link = scratch.appendingPathComponent("link-to-growing.bin")
+            if linked { try FileManager.default.createSymbolicLink(at: link, withDestinationURL: file) }
+            let sent = linked ? link : file
+            let smuggled = Data("GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            let grown = ResultBox<Bool>()
+            let results = await rest.upload(fileAt: sent, toURL: url("/_test/upload")) { progress in
+                guard grown.all.isEmpty, progress.completedBytes > 0, let handle = FileHandle(forWritingAtPath: file.path) else { return }
+                handle.seekToEndOfFile()
+                handle.write(smuggled)
+                try? handle.close()
+                grown.set(true)
+            }
+            XCTAssertEqual(grown.all, [true], "the file grew while it was sent")
+            guard case .fileAccessFailed(sent, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
+                XCTFail("linked \(linked): \(String(describing: results.error))")
+                continue
+            }
         }
-        XCTAssertEqual(grown.all, [true], "the file grew while it was sent")
-        guard case .fileAccessFailed(file, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
-            return XCTFail("\(String(describing: results.error))")
-        }
+    }
+
+    /// An upload through a symbolic link (relative, as `ln -s` makes them) sends the whole file and reports its size:
+    /// FoundationNetworking alone takes the link's own size (17 bytes here) and sends that much of the file.
+    func testAnUploadThroughALinkSendsTheWholeFile() async throws {
+        let file = scratch.appendingPathComponent("real.bin")
+        try Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 * 7) }).write(to: file)
+        let link = scratch.appendingPathComponent("link.bin")
+        XCTAssertEqual(symlink("real.bin", link.path), 0)
+        let direct = await rest.upload(fileAt: file, toURL: url("/_test/upload"))
+        let last = ResultBox<RestManager.TransferProgress>()
+        let linked = await rest.upload(fileAt: link, toURL: url("/_test/upload")) { last.set($0) }
+        XCTAssertNil(linked.error)
+        let answer = String(decoding: linked.data ?? Data(), as: UTF8.self)
+        XCTAssertTrue(answer.contains("\"bytes\":100000,"), answer)
+        XCTAssertEqual(linked.data, direct.data, "the same bytes (the answer has their hash)")
+        XCTAssertEqual(server.receivedRequests.last?.header("Content-Length"), "100000")
+        XCTAssertEqual(last.all.last, RestManager.TransferProgress(completedBytes: 100_000, totalBytes: 100_000))
     }
 
     func testSpecialFilesAndOverlongNamesAreRefusedUpFront() throws {
