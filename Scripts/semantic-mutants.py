@@ -20,6 +20,7 @@ cases = [
  ("Retry-After: ten digits unreadable", P, '''if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {''', '''if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {''', "RetryPolicyTests"),
  ("upload: a link sent as given", T, '''request.bodyFile = fileURL.resolvingSymlinksInPath()''', '''request.bodyFile = fileURL''', "TransferIntegrityTests"),
  ("upload: the size of the link", T, '''return stat(url.path, &status) == 0 ? Int64(status.st_size) : nil''', '''return lstat(url.path, &status) == 0 ? Int64(status.st_size) : nil''', "TransferIntegrityTests"),
+ ("error printed with its URLError", C, '''public enum CustomError: Error, LocalizedError, Sendable, CustomStringConvertible {''', '''public enum CustomError: Error, LocalizedError, Sendable {''', "SecretTests"),
  ("cache key without credentials", R, '''return (request.url?.absoluteString ?? "") + "\\n" + lines.joined(separator: "\\n")''', '''return (request.url?.absoluteString ?? "") + "\\n"''', "ResponseCacheTests"),
  ("cache key: Authorization only", R, '''private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]''', '''private static let credentialNameParts = ["authorization"]''', "ResponseCacheTests"),
  ("cache: max-age not digits accepted", R, '''guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }''', '''guard !text.isEmpty else { return nil }''', "ResponseCacheTests"),

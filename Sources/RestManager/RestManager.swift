@@ -2,8 +2,8 @@
 //  platforms (the differences FoundationNetworking forces are in the README). Needs only Foundation and Dispatch.
 //
 //  Outline: Public API (request state, tutorial calls, async calls, utilities, requests as values, streaming) ·
-//  Nested types · Request building and encoding · Transport (session, stream buffer, body seam, exchange, delegate) ·
-//  Private helpers
+//  Nested types · Request building and encoding · Transport (session, stream buffer, body seam, exchange, delegate)
+//  · Private helpers
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -583,7 +583,7 @@ public final class RestManager: @unchecked Sendable {
     // MARK: - Nested types: CustomError
 
     /// Everything that can go wrong, each case saying what and where.
-    public enum CustomError: Error, LocalizedError, Sendable {
+    public enum CustomError: Error, LocalizedError, Sendable, CustomStringConvertible {
         /// The tutorial's catch-all; kept for source compatibility.
         case failedToCreateRequest
         /// The URL is not an absolute http(s) URL, or contains control characters.
@@ -620,8 +620,10 @@ public final class RestManager: @unchecked Sendable {
         case authenticationFailed(reason: String)
         /// A file to upload or download to could not be used (missing, a folder, unreadable, unwritable).
         case fileAccessFailed(URL, reason: String)
-        /// A sentence saying what went wrong.
-        public var errorDescription: String? {
+        /// What `localizedDescription` says: `description`.
+        public var errorDescription: String? { description }
+        /// A sentence saying what went wrong, secrets redacted: `print(error)` never shows the underlying error's URL.
+        public var description: String {
             switch self {
             case .failedToCreateRequest: "Unable to create the URLRequest object."
             case let .invalidURL(url, reason): "Invalid URL '\(Redaction.url(url))': \(reason)."
@@ -1637,10 +1639,9 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether its delegate keeps up or
-        /// not (a slow disk piled chunks up in memory), so past `limit` (32 MiB of 16 KiB chunks) the thread queuing a
-        /// call waits and stops reading the socket: the peer slows to the disk's pace. That thread is
-        /// FoundationNetworking's queue, which creating, resuming or cancelling a task waits for: those run `excused`
-        /// (nobody waits meanwhile), and each wait ends after 10 ms in case it waits for its queue from elsewhere.
+        /// not (a slow disk piled chunks up in memory): past `limit` (32 MiB of 16 KiB chunks) a thread queuing a call
+        /// waits, so the socket does and the peer slows to the disk's pace. That thread is FoundationNetworking's
+        /// queue, which creating, resuming or cancelling a task waits for: those run `excused`; waits end after 10 ms.
         final class Backlog: @unchecked Sendable {
             private let lock = Lock()
             private var queued = 0
@@ -1706,8 +1707,7 @@ public final class RestManager: @unchecked Sendable {
         deinit { session.finishTasksAndInvalidate() }
     }
 
-    /// A streamed body between the exchange (the delegate queue appends) and its one reader; the call's completion ends
-    /// it.
+    /// A streamed body between the exchange (the delegate queue appends) and its one reader, ended by the completion.
     ///
     /// Its lifecycle: `waitingForHead` -- a 2xx head (`open`) --> `open` -- the call completes (`end`) --> `ended`
     /// (the reader gets the chunks left, then the end). A call that completes before a 2xx head (an error, a non-2xx,
@@ -1860,7 +1860,7 @@ public final class RestManager: @unchecked Sendable {
         func reportProgress(of task: URLSessionTask?, final: Bool)
         /// The call is over: close files, let others use them.
         func release()
-        /// Cancels the call's file upload: `cancelNow` when it is safe (at once by default).
+        /// Cancels the call's file upload: `cancelNow` when it is safe.
         func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void)
     }
 

@@ -98,6 +98,21 @@ final class SecretTests: MockServerTestCase {
         XCTAssertEqual(try echo(results).header("Connection"), "close")
     }
 
+    /// `print(error)` and `"\(error)"` show the redacted sentence, never the URL the underlying `URLError` keeps.
+    func testPrintingAnErrorShowsNoSecret() {
+        let refused = send(.get, "/x?api_key=S3CRET&page=2", base: "http://127.0.0.1:1")
+        var slow = RestManager.Request(url: url("/_test/delay?seconds=5&api_key=S3CRET"))
+        slow.timeoutInterval = 0.2
+        let timedOut = send(slow)
+        for results in [refused, timedOut] {
+            guard let error = results.error else { return XCTFail("no error") }
+            let printed = "\(error)"
+            XCTAssertFalse(printed.contains("S3CRET"), printed)
+            XCTAssertEqual(printed, error.localizedDescription)
+        }
+        XCTAssertTrue("\(timedOut.error.map { "\($0)" } ?? "")".contains("api_key=<redacted>"))
+    }
+
     func testSecretHeadersAreRedactedInCurl() throws {
         for (index, name) in Self.secretHeaders.enumerated() { rest.requestHttpHeaders.add(value: "s3cret-\(index)", forKey: name) }
         rest.requestHttpHeaders.add(value: "custom", forKey: "X-Tenant")
