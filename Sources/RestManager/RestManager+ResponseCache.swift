@@ -175,13 +175,11 @@ extension RestManager {
                     request.value(forHTTPHeaderField: "If-Modified-Since")
                         == entry.response.value(forHTTPHeaderField: "Last-Modified")
                 else { return nil }
-                var headers = entry.response.allHeaderFields as? [String: String] ?? [:]
-                for case let (name as String, value as String) in notModified.allHeaderFields {
-                    for existing in headers.keys where existing.lowercased() == name.lowercased() {
-                        headers[existing] = nil
-                    }
-                    headers[name] = value
-                }
+                // By lower-cased name, in one pass: the 304's replace the stored ones (a peer may send thousands).
+                var merged: [String: (name: String, value: String)] = [:]
+                let fields = [entry.response, notModified].flatMap(\.allHeaderFields)
+                for case let (name as String, value as String) in fields { merged[name.lowercased()] = (name, value) }
+                let headers = Dictionary(uniqueKeysWithValues: merged.values.map { ($0.name, $0.value) })
                 let url = entry.response.url ?? request.url ?? URL(fileURLWithPath: "/")
                 entry.response =
                     HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)

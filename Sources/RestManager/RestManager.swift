@@ -525,7 +525,7 @@ public final class RestManager: @unchecked Sendable {
                 var headers = RestEntity(ignoringKeyCase: true)
                 // Values are strings; interpolating them would go through `print` machinery.
                 for case let (name as String, value) in response?.allHeaderFields ?? [:] {
-                    headers.add(value: value as? String ?? "\(value)", forKey: name)
+                    headers.append(value: value as? String ?? "\(value)", forKey: name)
                 }
                 built = headers
                 return headers

@@ -184,6 +184,30 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 3)
     }
 
+    /// A 304 updates the stored headers in one pass by name: a peer sending 20,000 header lines with both answers
+    /// cannot stall the call (and the cache's lock) for minutes. In process, on the interceptor API.
+    func testRevalidatingTwentyThousandHeadersIsLinear() async throws {
+        let target = try XCTUnwrap(URL(string: "http://127.0.0.1/doc"))
+        var fields = Dictionary(uniqueKeysWithValues: (0..<20_000).map { ("X-H\($0)", "old") })
+        fields["ETag"] = "\"v1\""
+        let stored = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: fields))
+        let request = URLRequest(url: target)
+        let first = RestManager.Results(withData: Data("body".utf8), response: RestManager.Response(fromURLResponse: stored), error: nil)
+        _ = await cache.decide(after: first, for: request, attempt: 1)
+        let conditional = try await cache.adapt(request, attempt: 1)
+        XCTAssertEqual(conditional.value(forHTTPHeaderField: "If-None-Match"), "\"v1\"")
+        for key in Array(fields.keys) where key != "ETag" { fields[key] = "new" }
+        let notModified = try XCTUnwrap(HTTPURLResponse(url: target, statusCode: 304, httpVersion: "HTTP/1.1", headerFields: fields))
+        let started = Date()
+        let decision = await cache.decide(
+            after: RestManager.Results(withData: Data(), response: RestManager.Response(fromURLResponse: notModified), error: nil),
+            for: conditional, attempt: 1)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "linear: well under a second here")
+        guard case .deliverInstead(let results) = decision else { return XCTFail("\(decision)") }
+        XCTAssertEqual(results.data, Data("body".utf8))
+        XCTAssertEqual(results.response?.headers.value(forKey: "x-h123"), "new")
+    }
+
     func testUnsafeMethodsDropTheURLsEntries() {
         serve(headers: [("Cache-Control", "max-age=60")])
         for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
