@@ -174,17 +174,17 @@ extension RestManager {
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
         func write(_ data: Data) throws {}
 
-        var reportsProgress: Bool { reporter != nil }
-
         func open() throws {
             try FileStream.checkReadable(file)
             size = FileStream.size(file)
         }
 
-        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`: the call fails.
+        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`, and waits for ever
+        /// for the rest of one that shrank: either fails the call (checked ten times a second, and at the end).
         func complete() throws -> Bool {
-            let now = FileStream.size(file)
-            guard now == size else { throw FileStream.failure(file, "it changed size while it was sent") }
+            guard FileStream.size(file) == size else {
+                throw FileStream.failure(file, "it changed size while it was sent")
+            }
             return true
         }
 
@@ -215,7 +215,8 @@ extension RestManager {
             }
         }
 
-        func reportProgress(of task: URLSessionTask?, final: Bool) {
+        func reportProgress(of task: URLSessionTask?, final: Bool) throws {
+            if !final { _ = try complete() }
             guard let reporter else { return }
             if final, let size {
                 reporter.report(TransferProgress(completedBytes: size, totalBytes: size))
@@ -297,8 +298,6 @@ extension RestManager {
         }
 
         deinit { release() }
-
-        var reportsProgress: Bool { reporter != nil }
 
         func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
             cancelNow()

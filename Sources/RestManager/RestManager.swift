@@ -1844,8 +1844,6 @@ public final class RestManager: @unchecked Sendable {
     /// session's delegate queue: `open` once, then per request `prepare`, `begin` at the head, `write` per chunk of a
     /// body it took, `complete` after a 2xx; `release` when the call ends.
     protocol Transfer: AnyObject, Sendable {
-        /// Whether the exchange should ask for progress reports (about ten a second, and once at a success).
-        var reportsProgress: Bool { get }
         /// Checks and claims the files before the first request; throwing ends the call with that error.
         func open() throws
         /// Adjusts each request as it goes out (a download asks for the rest of its file).
@@ -1856,8 +1854,9 @@ public final class RestManager: @unchecked Sendable {
         func write(_ data: Data) throws
         /// A 2xx answer ended; false when the request must go out again (for the rest of the file).
         func complete() throws -> Bool
-        /// Reports how far the transfer has come; `final` once, when the call succeeded.
-        func reportProgress(of task: URLSessionTask?, final: Bool)
+        /// Reports how far the transfer has come, about ten times a second, and once (`final`) when the call succeeded;
+        /// throwing ends the call (an upload's file changed size).
+        func reportProgress(of task: URLSessionTask?, final: Bool) throws
         /// The call is over: close files, let others use them.
         func release()
         /// Cancels the call's file upload: `cancelNow` when it is safe.
@@ -1964,9 +1963,7 @@ public final class RestManager: @unchecked Sendable {
         func start() {
             let deadline = min(settings.timeout, RestManager.never) - elapsed
             guard startTimer(after: deadline, { [weak self] in self?.deadlinePassed() }) else { return }
-            if transfer?.reportsProgress == true {
-                startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() }
-            }
+            if transfer != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
             // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`.
             if stream != nil || transfer != nil {
                 let check = min(max(settings.idleTimeout / 8, 0.01), 1)
@@ -2198,9 +2195,11 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func reportProgress() {
-            lock.withLock {
-                if !finished { transfer?.reportProgress(of: task, final: false) }
-            }
+            do {
+                try lock.withLock {
+                    if !finished { try transfer?.reportProgress(of: task, final: false) }
+                }
+            } catch { fail(error) }
         }
 
         func completed(_ task: URLSessionTask, error: Error?) {
@@ -2296,7 +2295,7 @@ public final class RestManager: @unchecked Sendable {
         private func finish(_ results: Results, unlessWatched: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished, !unlessWatched || handles.isEmpty else { return nil }
-                if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
+                if results.isSuccess { try? transfer?.reportProgress(of: task, final: true) }
                 state = .finished
                 // Closes a download's file; the task and the timers are stopped outside the lock.
                 transfer?.release()
