@@ -1143,6 +1143,8 @@ public final class RestManager: @unchecked Sendable {
                 if headers.value(forKey: "Content-Type") == nil {
                     headers.add(value: "application/octet-stream", forKey: "Content-Type")
                 }
+                // FoundationNetworking sends a file that grew past its Content-Length: the server must not read on.
+                headers.add(value: "close", forKey: "Connection")
             } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
             } else {
@@ -1709,7 +1711,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// A streamed body between the exchange (the delegate queue appends) and its one reader, ended by the completion.
     ///
-    /// Its lifecycle: `waitingForHead` -- a 2xx head (`open`) --> `open` -- the call completes (`end`) --> `ended`
+    /// Its lifecycle: `waitingForHead` -- a 2xx head (`settleHead`) --> `open` -- the completion (`end`) --> `ended`
     /// (the reader gets the chunks left, then the end). A call that completes before a 2xx head (an error, a non-2xx,
     /// an answer from an interceptor) goes from `waitingForHead` to `ended` and `head()` says why.
     final class StreamBuffer: @unchecked Sendable {
@@ -1759,7 +1761,8 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        private func settleHead(_ outcome: Result<Response, Error>) {
+        /// The head arrived (a 2xx: the caller gets the body), or the reason there is none.
+        func settleHead(_ outcome: Result<Response, Error>) {
             let waiter = lock.withLock { () -> CheckedContinuation<(ResponseBody, Response), Error>? in
                 headOutcome = outcome
                 defer { headWaiter = nil }
@@ -1767,9 +1770,6 @@ public final class RestManager: @unchecked Sendable {
             }
             waiter?.resume(with: outcome.map { (ResponseBody(self), $0) })
         }
-
-        /// A 2xx head arrived: the caller gets the body.
-        func open(_ response: Response) { settleHead(.success(response)) }
 
         /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a
         /// second to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate
@@ -2169,7 +2169,7 @@ public final class RestManager: @unchecked Sendable {
                     cancelLater(task)
                     send(lock.withLock { request })
                 } else if head == .stream, let http = response as? HTTPURLResponse {
-                    stream?.open(Response(fromURLResponse: http))
+                    stream?.settleHead(.success(Response(fromURLResponse: http)))
                 }
             } catch { fail(error) }
         }

@@ -124,10 +124,26 @@ final class TransferIntegrityTests: MockServerTestCase {
             }
             XCTAssertEqual(grown.all, [true], "the file grew while it was sent")
             guard case .fileAccessFailed(sent, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
-                XCTFail("linked \(linked): \(String(describing: results.error))")
+                XCTFail("linked \(linked): \(results.statusCode ?? 0) \(String(describing: results.error))")
                 continue
             }
         }
+        XCTAssertFalse(server.receivedRequests.contains { $0.path == "/smuggled" }, "the extra bytes were not run")
+    }
+
+    /// A file upload asks the server to close the connection after it (`Connection: close`): bytes FoundationNetworking
+    /// sends past the `Content-Length` of a file that grew are never read as another request, nor is an answer to them
+    /// read later as the answer to the next call on a reused connection.
+    func testAFileUploadClosesItsConnection() async throws {
+        let file = scratch.appendingPathComponent("small.bin")
+        try Data(count: 1000).write(to: file)
+        for _ in 0..<3 {
+            let results = await rest.upload(fileAt: file, toURL: url("/_test/echo"))
+            XCTAssertEqual(try results.decode(Echo.self).header("Connection"), "close")
+        }
+        _ = await rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
+        _ = await rest.makeRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
+        XCTAssertEqual(server.receivedRequests.map(\.connectionID), [0, 1, 2, 3, 3], "plain calls still share one")
     }
 
     /// A file that shrinks while it is sent (a log rotated under it): FoundationNetworking would wait for the rest for
