@@ -1143,8 +1143,6 @@ public final class RestManager: @unchecked Sendable {
                 if headers.value(forKey: "Content-Type") == nil {
                     headers.add(value: "application/octet-stream", forKey: "Content-Type")
                 }
-                // FoundationNetworking sends a file that grew past its Content-Length: the server must not read on.
-                headers.add(value: "close", forKey: "Connection")
             } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
             } else {
@@ -2121,6 +2119,8 @@ public final class RestManager: @unchecked Sendable {
                 transfer?.prepare(&request)
                 return bodyFile
             }
+            // FoundationNetworking sends a file that grew past its Content-Length: the server must not read on.
+            if file != nil { request.setValue("close", forHTTPHeaderField: "Connection") }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
             let task =
