@@ -47,7 +47,8 @@ extension RestManager {
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
     /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
-    /// device fails with `.fileAccessFailed`. Timeouts as for `download`: idle, and whole-call only when asked.
+    /// device fails with `.fileAccessFailed`, and so does a file that changes size while it is sent (a link sends the
+    /// file it points to). Timeouts as for `download`: idle, and whole-call only when asked.
     @discardableResult
     public func upload(
         fileAt fileURL: URL,

@@ -2119,8 +2119,6 @@ public final class RestManager: @unchecked Sendable {
                 transfer?.prepare(&request)
                 return bodyFile
             }
-            // FoundationNetworking sends a file that grew past its Content-Length: the server must not read on.
-            if file != nil { request.setValue("close", forHTTPHeaderField: "Connection") }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
             let task =
