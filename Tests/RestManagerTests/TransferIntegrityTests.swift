@@ -133,7 +133,6 @@ final class TransferIntegrityTests: MockServerTestCase {
         }
     }
 
-
     /// A file that shrinks while it is sent (a log rotated under it): FoundationNetworking would wait for the rest for
     /// ever, and the call would end only at the idle timeout, saying it timed out. It fails at once, saying why.
     func testAFileThatShrinksWhileItIsSentFailsAtOnce() async throws {
