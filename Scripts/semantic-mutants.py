@@ -22,7 +22,6 @@ cases = [
  ("upload: the size of the link", T, '''return stat(url.path, &status) == 0 ? Int64(status.st_size) : nil''', '''return lstat(url.path, &status) == 0 ? Int64(status.st_size) : nil''', "TransferIntegrityTests"),
  ("error printed with its URLError", C, '''public enum CustomError: Error, LocalizedError, Sendable, CustomStringConvertible {''', '''public enum CustomError: Error, LocalizedError, Sendable {''', "SecretTests"),
  ("response headers added one by one", C, '''headers.append(value: value as? String ?? "\\(value)", forKey: name)''', '''headers.add(value: value as? String ?? "\\(value)", forKey: name)''', "ResponseTests"),
- ("upload: a shrinking file waits for the idle timeout", T, '''            if !final { _ = try complete() }''', '''''', "TransferIntegrityTests"),
  ("cache key without credentials", R, '''return (request.url?.absoluteString ?? "") + "\\n" + lines.joined(separator: "\\n")''', '''return (request.url?.absoluteString ?? "") + "\\n"''', "ResponseCacheTests"),
  ("cache key: Authorization only", R, '''private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]''', '''private static let credentialNameParts = ["authorization"]''', "ResponseCacheTests"),
  ("cache: max-age not digits accepted", R, '''guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }''', '''guard !text.isEmpty else { return nil }''', "ResponseCacheTests"),
@@ -100,7 +99,7 @@ cases = [
  ("a file that changed size while sent succeeds", T, '''guard FileStream.size(file) == size else {''', '''guard true else {''', "TransferIntegrityTests"),
  ("a Content-Range total equal to its last byte", T, '''Int64(parts[3]).map({ $0 > last })''', '''Int64(parts[3]).map({ $0 >= last })''', "DownloadTests|TransferIntegrityTests"),
  ("progress may go backwards", T, '''guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', '''guard figure != last else { return }''', "DownloadTests|UploadTests"),
- ("no final progress report", C, '''if results.isSuccess { try? transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),
+ ("no final progress report", C, '''if results.isSuccess { transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),
  # Events and interceptors
  ("finished reported after the completion", C, '''            reportFinished?(results, named)
             queue.async { taken(results) }''', '''            queue.async { taken(results) }

@@ -47,8 +47,8 @@ extension RestManager {
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
     /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
-    /// device fails with `.fileAccessFailed`, and so does a file that changes size while it is sent (a link sends the
-    /// file it points to). Timeouts as for `download`: idle, and whole-call only when asked.
+    /// device fails with `.fileAccessFailed`, and so does a file that grows while it is sent (a link sends the file it
+    /// points to). Timeouts as for `download`: idle, and whole-call only when asked.
     @discardableResult
     public func upload(
         fileAt fileURL: URL,
@@ -180,8 +180,8 @@ extension RestManager {
             size = FileStream.size(file)
         }
 
-        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`, and waits for ever
-        /// for the rest of one that shrank: either fails the call (checked ten times a second, and at the end).
+        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`: the call fails, at
+        /// the end (failing sooner leaves the upload to end by itself, and a server closing under it traps).
         func complete() throws -> Bool {
             guard FileStream.size(file) == size else {
                 throw FileStream.failure(file, "it changed size while it was sent")
@@ -216,8 +216,7 @@ extension RestManager {
             }
         }
 
-        func reportProgress(of task: URLSessionTask?, final: Bool) throws {
-            if !final { _ = try complete() }
+        func reportProgress(of task: URLSessionTask?, final: Bool) {
             guard let reporter else { return }
             if final, let size {
                 reporter.report(TransferProgress(completedBytes: size, totalBytes: size))

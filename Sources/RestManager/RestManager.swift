@@ -1852,9 +1852,8 @@ public final class RestManager: @unchecked Sendable {
         func write(_ data: Data) throws
         /// A 2xx answer ended; false when the request must go out again (for the rest of the file).
         func complete() throws -> Bool
-        /// Reports how far the transfer has come, about ten times a second, and once (`final`) when the call succeeded;
-        /// throwing ends the call (an upload's file changed size).
-        func reportProgress(of task: URLSessionTask?, final: Bool) throws
+        /// Reports how far the transfer has come, about ten times a second, and once (`final`) when the call succeeded.
+        func reportProgress(of task: URLSessionTask?, final: Bool)
         /// The call is over: close files, let others use them.
         func release()
         /// Cancels the call's file upload: `cancelNow` when it is safe.
@@ -2193,11 +2192,9 @@ public final class RestManager: @unchecked Sendable {
         }
 
         func reportProgress() {
-            do {
-                try lock.withLock {
-                    if !finished { try transfer?.reportProgress(of: task, final: false) }
-                }
-            } catch { fail(error) }
+            lock.withLock {
+                if !finished { transfer?.reportProgress(of: task, final: false) }
+            }
         }
 
         func completed(_ task: URLSessionTask, error: Error?) {
@@ -2293,7 +2290,7 @@ public final class RestManager: @unchecked Sendable {
         private func finish(_ results: Results, unlessWatched: Bool = false) {
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished, !unlessWatched || handles.isEmpty else { return nil }
-                if results.isSuccess { try? transfer?.reportProgress(of: task, final: true) }
+                if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
                 state = .finished
                 // Closes a download's file; the task and the timers are stopped outside the lock.
                 transfer?.release()

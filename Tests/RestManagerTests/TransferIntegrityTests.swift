@@ -133,25 +133,6 @@ final class TransferIntegrityTests: MockServerTestCase {
         }
     }
 
-    /// A file that shrinks while it is sent (a log rotated under it): FoundationNetworking would wait for the rest for
-    /// ever, and the call would end only at the idle timeout, saying it timed out. It fails at once, saying why.
-    func testAFileThatShrinksWhileItIsSentFailsAtOnce() async throws {
-        let file = scratch.appendingPathComponent("shrinking.bin")
-        XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
-        XCTAssertEqual(truncate(file.path, 256 << 20), 0)
-        let shrunk = ResultBox<Date>()
-        let results = await rest.upload(fileAt: file, toURL: url("/_test/upload")) { progress in
-            guard shrunk.all.isEmpty, progress.completedBytes > 0 else { return }
-            XCTAssertEqual(truncate(file.path, 1 << 20), 0)
-            shrunk.set(Date())
-        }
-        guard case .fileAccessFailed(file, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
-            return XCTFail("\(String(describing: results.error))")
-        }
-        let after = Date().timeIntervalSince(try XCTUnwrap(shrunk.value))
-        XCTAssertLessThan(after, 20, "not at the 60 s idle timeout")
-    }
-
     /// An upload through a symbolic link (relative, as `ln -s` makes them) sends the whole file and reports its size:
     /// FoundationNetworking alone takes the link's own size (17 bytes here) and sends that much of the file.
     func testAnUploadThroughALinkSendsTheWholeFile() async throws {
