@@ -105,8 +105,7 @@ extension RestManager {
             return (request.url?.absoluteString ?? "") + "\n" + lines.joined(separator: "\n")
         }
 
-        /// What names of headers that carry credentials contain (Authorization, Cookie, X-API-Key, X-Auth-Token,
-        /// PRIVATE-TOKEN, Ocp-Apim-Subscription-Key, X-Session-Id...).
+        /// What names of headers that carry credentials contain (Cookie, X-API-Key, PRIVATE-TOKEN, X-Session-Id…).
         private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]
 
         /// Whether this cache sent `request`'s validators (and forgets it once): a 304 to a caller's own stays a 304.
@@ -124,11 +123,12 @@ extension RestManager {
         }
 
         private func lookUp(_ request: URLRequest) -> Entry? {
-            withLock {
-                guard let index = entries[key(request)]?.firstIndex(where: { matches($0, request) }) else { return nil }
+            let entryKey = key(request)
+            return withLock {
+                guard let index = entries[entryKey]?.firstIndex(where: { matches($0, request) }) else { return nil }
                 clock += 1
-                entries[key(request)]?[index].lastUsed = clock
-                return entries[key(request)]?[index]
+                entries[entryKey]?[index].lastUsed = clock
+                return entries[entryKey]?[index]
             }
         }
 
@@ -151,8 +151,9 @@ extension RestManager {
                 && (hasValidator || lifetime > 0) && body.count <= maximumBytes
             var varied: [String: String] = [:]
             for name in vary where !name.isEmpty { varied[name] = request.value(forHTTPHeaderField: name) ?? "" }
+            let entryKey = key(request)
             withLock {
-                var list = entries[key(request)] ?? []
+                var list = entries[entryKey] ?? []
                 list.removeAll { $0.varied == varied }
                 if storable {
                     clock += 1
@@ -160,16 +161,17 @@ extension RestManager {
                         response: response, body: body, varied: varied, freshUntil: Date() + lifetime, lastUsed: clock)
                     list.append(entry)
                 }
-                entries[key(request)] = list.isEmpty ? nil : list
+                entries[entryKey] = list.isEmpty ? nil : list
             }
             recount()
         }
 
         /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again for its new lifetime.
         private func revalidated(_ request: URLRequest, with notModified: HTTPURLResponse) -> Entry? {
-            withLock {
-                guard let index = entries[key(request)]?.firstIndex(where: { matches($0, request) }),
-                    var entry = entries[key(request)]?[index],
+            let entryKey = key(request)
+            return withLock {
+                guard let index = entries[entryKey]?.firstIndex(where: { matches($0, request) }),
+                    var entry = entries[entryKey]?[index],
                     request.value(forHTTPHeaderField: "If-None-Match")
                         == entry.response.value(forHTTPHeaderField: "ETag"),
                     request.value(forHTTPHeaderField: "If-Modified-Since")
@@ -188,7 +190,7 @@ extension RestManager {
                 entry.freshUntil = Date() + Self.freshness(control, entry.response)
                 clock += 1
                 entry.lastUsed = clock
-                entries[key(request)]?[index] = entry
+                entries[entryKey]?[index] = entry
                 return entry
             }
         }
