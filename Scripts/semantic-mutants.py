@@ -25,8 +25,11 @@ cases = [
  ("cache key without credentials", R, '''return (request.url?.absoluteString ?? "") + "\\n" + lines.joined(separator: "\\n")''', '''return (request.url?.absoluteString ?? "") + "\\n"''', "ResponseCacheTests"),
  ("cache key: Authorization only", R, '''private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]''', '''private static let credentialNameParts = ["authorization"]''', "ResponseCacheTests"),
  ("cache: max-age not digits accepted", R, '''guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }''', '''guard !text.isEmpty else { return nil }''', "ResponseCacheTests"),
- ("cache ignores a request's no-cache", R, '''if !noCache, entry.freshUntil > Date()''', '''if entry.freshUntil > Date()''', "ResponseCacheTests"),
- ("cache: HEAD invalidates too", R, '''let unsafe = ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod ?? "GET")''', '''let unsafe = true''', "ResponseCacheTests"),
+ ("cache ignores a request's no-cache", R, '''if fresh, !control.contains("no-cache") {''', '''if fresh {''', "ResponseCacheTests"),
+ ("cache: a request's max-age ignored", R, '''let fresh = age < Self.lifetime(entry.response) && age <= Self.maxAge(control) ?? .infinity''', '''let fresh = age < Self.lifetime(entry.response)''', "ResponseCacheTests"),
+ ("cache: an answer reached by a redirect stored", R, '''if http.statusCode == 200, http.url == url, let body''', '''if http.statusCode == 200, let body''', "ResponseCacheTests"),
+ ("cache: a 304's Content-Length merged", R, '''let updates = notModified.allHeaderFields.filter { "\\($0.key.base)".lowercased() != "content-length" }''', '''let updates = notModified.allHeaderFields''', "ResponseCacheTests"),
+ ("cache: HEAD invalidates too", R, '''if ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod),''', '''if true,''', "ResponseCacheTests"),
  ("auth token to every origin", A, '''if let base = manager.baseURL, !RestManager.isSameOrigin(base, url) { return request }''', '''''', "AuthenticatorScopeTests"),
  ("auth: a 401 from another origin refreshes", A, '''guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else {''', '''guard answered != nil, request.url != nil else {''', "AuthenticatorScopeTests"),
  ("auth: logout loses to the refresh", A, '''if generation != startedGeneration {''', '''if false, generation != startedGeneration {''', "AuthenticatorScopeTests"),
@@ -118,12 +121,10 @@ cases = [
  ("the caller's Authorization overwritten", A, '''guard !Self.isRefreshing, request.value(forHTTPHeaderField: "Authorization") == nil else { return request }''', '''guard !Self.isRefreshing else { return request }''', "AuthenticatorTests|AuthenticatorScopeTests"),
  # Response cache
  ("Vary ignored", R, '''entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }''', '''true''', "ResponseCacheTests"),
- ("Age not subtracted", R, '''return max(0, maxAge - (response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0))''', '''return max(0, maxAge)''', "ResponseCacheTests"),
+ ("Age not subtracted", R, '''bornAt: Date() - Self.age(response)''', '''bornAt: Date()''', "ResponseCacheTests"),
  ("an answer's no-store stored", R, '''!control.contains("no-store") && !requestControl.contains("no-store")''', '''!requestControl.contains("no-store")''', "ResponseCacheTests"),
- ("the newest entry evicted", R, '''.min(by: {
-                            $0.1.lastUsed < $1.1.lastUsed''', '''.max(by: {
-                            $0.1.lastUsed < $1.1.lastUsed''', "ResponseCacheTests"),
- ("a 304's headers not merged", R, '''let fields = [entry.response, notModified].flatMap(\\.allHeaderFields)''', '''let fields = [entry.response].flatMap(\\.allHeaderFields)''', "ResponseCacheTests"),
+ ("the newest entry evicted", R, '''.min(by: { $0.lastUsed < $1.lastUsed })''', '''.max(by: { $0.lastUsed < $1.lastUsed })''', "ResponseCacheTests"),
+ ("a 304's headers not merged", R, '''let fields = Array(entry.response.allHeaderFields) + Array(updates)''', '''let fields = Array(entry.response.allHeaderFields)''', "ResponseCacheTests"),
  # Streaming
  ("CR then LF across chunks is two line ends", C, '''if afterCR, byte == 10, index == start {''', '''if afterCR, byte == 10, index == start, index > 0 {''', "StreamingTests"),
  ("empty lines dropped", C, '''                    lines.append(String(decoding: partial, as: UTF8.self))''', '''                    if !partial.isEmpty { lines.append(String(decoding: partial, as: UTF8.self)) }''', "StreamingTests"),
@@ -139,6 +140,7 @@ cases = [
  ("event type kept for the next event", S, '''            type = ""
 ''', '''''', "ServerSentEventsTests"),
  ("an id with NUL accepted", S, '''case "id" where !value.contains("\\u{0}"): idBuffer = String(value)''', '''case "id": idBuffer = String(value)''', "ServerSentEventsTests"),
+ ("SSE: retry digits past an Int ignored", S, '''let milliseconds = Int(value) ?? Int.max''', '''guard let milliseconds = Int(value) else { break }''', "ServerSentEventsTests"),
  ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
  ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),
  ("a 204 reconnects", S, '''if response.httpStatusCode == 204 {''', '''if response.httpStatusCode == 299 {''', "ServerSentEventsTests"),
@@ -151,7 +153,7 @@ cases = [
  ("SSE: no bound on an event's data", S, '''guard data.utf8.count + value.utf8.count < limit else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("mock: stop closes under an upload", M, '''guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }''', '''guard result == .stopping, inBody && false, let left = server.stopGraceLeft() else { return result }''', "MockServerStopGraceTests"),
  ("a cached answer to a download not written", C, '''return finish(throughTransfer(delivered))''', '''return finish(delivered)''', "ResponseCacheTests"),
- ("cache: a download's absent body stored", R, '''if http.statusCode == 200, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
+ ("cache: a download's absent body stored", R, '''if http.statusCode == 200, http.url == url, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200, http.url == url { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
  ("a cached answer written after the call ended", C, '''guard !finished, try transfer.begin(http) == .transfer else { return }''', '''guard try transfer.begin(http) == .transfer else { return }''', "ResponseCacheTests"),
  ("mock: a half-sent head holds the stop", M, '''switch waitForInput(timeout: max(0, waitLimit), inBody: headDone != nil) {''', '''switch waitForInput(timeout: max(0, waitLimit), inBody: requestStarted != nil) {''', "MockServerStopGraceTests"),
  ("a line cut off at the end taken", S, '''guard let line, !current.endedMidLine else {''', '''guard let line else {''', "ServerSentEventsTests"),

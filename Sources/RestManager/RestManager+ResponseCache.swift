@@ -1,5 +1,5 @@
-//  RestManager+ResponseCache.swift — an add-on to RestManager.swift: a private, in-memory HTTP cache of GET answers that
-//  revalidates with ETag / Last-Modified (RFC 9110 §13, RFC 9111). Nothing but an `Interceptor` on the core's seam.
+//  RestManager+ResponseCache.swift — an add-on to RestManager.swift: a private, in-memory HTTP cache of GET answers
+//  that revalidates with ETag / Last-Modified (RFC 9110 §13, RFC 9111); only an `Interceptor` on the core's seam.
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -12,12 +12,13 @@ extension RestManager {
     ///
     /// Stores a 200 to a GET that has a validator or `max-age`, unless the request or the answer says `no-store` or the
     /// answer has `Vary: *`; keyed by URL, the request's credential headers (`Authorization`, `Cookie`, `X-API-Key`…)
-    /// and the values of the headers `Vary` names. A fresh entry (by `max-age`, without `no-cache`) answers without a
-    /// request; otherwise the next GET asks with `If-None-Match` / `If-Modified-Since`, and a 304 is delivered as the
-    /// stored 200 with its headers updated (a caller's own conditional GET gets its 304). A delivered entry says so in
-    /// ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
+    /// and the values of the headers `Vary` names; never an answer reached through a redirect. A fresh entry (by
+    /// `max-age` and `Age`, without `no-cache`, and no older than the request's own `max-age` if it has one) answers
+    /// without a request; otherwise the next GET asks with `If-None-Match` / `If-Modified-Since`, and a 304 is
+    /// delivered as the stored 200 with its headers updated (a caller's own conditional GET gets its 304). A delivered
+    /// entry says so in ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
     public final class ResponseCache: Interceptor, @unchecked Sendable {
-        /// The response header that tells a stored answer: `fresh` (no request was sent) or `revalidated` (after a 304).
+        /// The header that tells a stored answer: `fresh` (no request was sent) or `revalidated` (after a 304).
         public static let statusHeader = "RestManager-Cache"
 
         private struct Entry {
@@ -25,7 +26,8 @@ extension RestManager {
             var body: Data
             /// The request's values of the headers the answer's `Vary` names, lower-cased names.
             var varied: [String: String]
-            var freshUntil: Date
+            /// When the answer was made, by its `Age` (RFC 9111 §4.2.3); fresh for its `lifetime` from then.
+            var bornAt: Date
             var lastUsed: UInt64
         }
 
@@ -46,14 +48,16 @@ extension RestManager {
 
         /// Answers a GET from a fresh entry, or asks for the stored one's validity.
         public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
-            guard isGet(request),
-                !Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-store"),
+            let control = Self.directives(request.value(forHTTPHeaderField: "Cache-Control"))
+            guard isGet(request), !control.contains("no-store"),
                 request.value(forHTTPHeaderField: "If-None-Match") == nil,
                 request.value(forHTTPHeaderField: "If-Modified-Since") == nil,
                 let entry = lookUp(request)
             else { return request }
-            let noCache = Self.directives(request.value(forHTTPHeaderField: "Cache-Control")).contains("no-cache")
-            if !noCache, entry.freshUntil > Date() { throw Answer(Self.results(entry, status: "fresh")) }
+            // RFC 9111 §5.2.1: the request's no-cache, or a max-age its age exceeds, asks for a revalidation.
+            let age = -entry.bornAt.timeIntervalSinceNow
+            let fresh = age < Self.lifetime(entry.response) && age <= Self.maxAge(control) ?? .infinity
+            if fresh, !control.contains("no-cache") { throw Answer(Self.results(entry, status: "fresh")) }
             var conditional = request
             conditional.setValue(entry.response.value(forHTTPHeaderField: "ETag"), forHTTPHeaderField: "If-None-Match")
             let lastModified = entry.response.value(forHTTPHeaderField: "Last-Modified")
@@ -74,10 +78,10 @@ extension RestManager {
             }
             guard isGet(request) else {
                 // RFC 9111 §4.4: a successful unsafe method invalidates the target URL (for every user and variant).
-                let unsafe = ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod ?? "GET")
-                if unsafe, (200..<400).contains(http.statusCode) {
+                if ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod),
+                    (200..<400).contains(http.statusCode)
+                {
                     withLock { entries = entries.filter { !$0.key.hasPrefix(url.absoluteString + "\n") } }
-                    recount()
                 }
                 return .deliver
             }
@@ -88,8 +92,9 @@ extension RestManager {
                 }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
-            // A body that went to a file or a stream (nil) is not stored.
-            if http.statusCode == 200, let body = results.data { store(body, http, for: request) }
+            // A body that went to a file or a stream (nil) is not stored, nor an answer from where a redirect led: the
+            // URL asked for may lead elsewhere next time.
+            if http.statusCode == 200, http.url == url, let body = results.data { store(body, http, for: request) }
             return .deliver
         }
 
@@ -122,18 +127,21 @@ extension RestManager {
             return ([request.url?.absoluteString ?? ""] + values).joined(separator: "\n")
         }
 
-        private func lookUp(_ request: URLRequest) -> Entry? {
+        /// The entry for `request`, its use recorded and `change` made to it, under the lock.
+        private func lookUp(_ request: URLRequest, change: (inout Entry) -> Void = { _ in }) -> Entry? {
             let entryKey = key(request)
             return withLock {
-                guard let index = entries[entryKey]?.firstIndex(where: { matches($0, request) }) else { return nil }
+                let varies = { (entry: Entry) in
+                    entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }
+                }
+                guard let index = entries[entryKey]?.firstIndex(where: varies), var entry = entries[entryKey]?[index]
+                else { return nil }
                 clock += 1
-                entries[entryKey]?[index].lastUsed = clock
-                return entries[entryKey]?[index]
+                entry.lastUsed = clock
+                change(&entry)
+                entries[entryKey]?[index] = entry
+                return entry
             }
-        }
-
-        private func matches(_ entry: Entry, _ request: URLRequest) -> Bool {
-            entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }
         }
 
         private func store(_ body: Data, _ response: HTTPURLResponse, for request: URLRequest) {
@@ -142,13 +150,10 @@ extension RestManager {
             let vary = (response.value(forHTTPHeaderField: "Vary") ?? "").split(separator: ",").map {
                 $0.trimmingCharacters(in: .whitespaces).lowercased()
             }
-            let hasValidator =
-                response.value(forHTTPHeaderField: "ETag") != nil
-                || response.value(forHTTPHeaderField: "Last-Modified") != nil
-            let lifetime = Self.freshness(control, response)
+            let hasValidator = ["ETag", "Last-Modified"].contains { response.value(forHTTPHeaderField: $0) != nil }
             let storable =
                 !control.contains("no-store") && !requestControl.contains("no-store") && !vary.contains("*")
-                && (hasValidator || lifetime > 0) && body.count <= maximumBytes
+                && (hasValidator || Self.lifetime(response) > Self.age(response)) && body.count <= maximumBytes
             var varied: [String: String] = [:]
             for name in vary where !name.isEmpty { varied[name] = request.value(forHTTPHeaderField: name) ?? "" }
             let entryKey = key(request)
@@ -158,58 +163,50 @@ extension RestManager {
                 if storable {
                     clock += 1
                     let entry = Entry(
-                        response: response, body: body, varied: varied, freshUntil: Date() + lifetime, lastUsed: clock)
+                        response: response, body: body, varied: varied, bornAt: Date() - Self.age(response),
+                        lastUsed: clock)
                     list.append(entry)
                 }
                 entries[entryKey] = list.isEmpty ? nil : list
+                // The least recently used go until the bodies fit. (`lastUsed` is unique: a tick of `clock`.)
+                var storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
+                while storedBytes > maximumBytes,
+                    let oldest = entries.values.joined().min(by: { $0.lastUsed < $1.lastUsed })
+                {
+                    entries = entries.compactMapValues { list in
+                        let kept = list.filter { $0.lastUsed != oldest.lastUsed }
+                        return kept.isEmpty ? nil : kept
+                    }
+                    storedBytes -= oldest.body.count
+                }
             }
-            recount()
         }
 
-        /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again for its new lifetime.
+        /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again; nil when none is left or it has
+        /// other validators than the request (it was replaced meanwhile).
         private func revalidated(_ request: URLRequest, with notModified: HTTPURLResponse) -> Entry? {
-            let entryKey = key(request)
-            return withLock {
-                guard let index = entries[entryKey]?.firstIndex(where: { matches($0, request) }),
-                    var entry = entries[entryKey]?[index],
+            var matched = false
+            let entry = lookUp(request) { entry in
+                matched =
                     request.value(forHTTPHeaderField: "If-None-Match")
-                        == entry.response.value(forHTTPHeaderField: "ETag"),
-                    request.value(forHTTPHeaderField: "If-Modified-Since")
+                    == entry.response.value(forHTTPHeaderField: "ETag")
+                    && request.value(forHTTPHeaderField: "If-Modified-Since")
                         == entry.response.value(forHTTPHeaderField: "Last-Modified")
-                else { return nil }
-                // By lower-cased name, in one pass: the 304's replace the stored ones (a peer may send thousands).
+                guard matched else { return }
+                // By lower-cased name, in one pass: the 304's replace the stored ones (a peer may send thousands), but
+                // for its Content-Length, which describes the 304 (RFC 9111 §3.2).
                 var merged: [String: (name: String, value: String)] = [:]
-                let fields = [entry.response, notModified].flatMap(\.allHeaderFields)
+                let updates = notModified.allHeaderFields.filter { "\($0.key.base)".lowercased() != "content-length" }
+                let fields = Array(entry.response.allHeaderFields) + Array(updates)
                 for case let (name as String, value as String) in fields { merged[name.lowercased()] = (name, value) }
                 let headers = Dictionary(uniqueKeysWithValues: merged.values.map { ($0.name, $0.value) })
                 let url = entry.response.url ?? request.url ?? URL(fileURLWithPath: "/")
                 entry.response =
                     HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)
                     ?? entry.response
-                let control = Self.directives(entry.response.value(forHTTPHeaderField: "Cache-Control"))
-                entry.freshUntil = Date() + Self.freshness(control, entry.response)
-                clock += 1
-                entry.lastUsed = clock
-                entries[entryKey]?[index] = entry
-                return entry
+                entry.bornAt = Date() - Self.age(notModified)
             }
-        }
-
-        /// Drops the least recently used entries until the bodies fit `maximumBytes`.
-        private func recount() {
-            withLock {
-                var storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
-                while storedBytes > maximumBytes {
-                    guard
-                        let oldest = entries.flatMap({ key, list in list.map { (key, $0) } }).min(by: {
-                            $0.1.lastUsed < $1.1.lastUsed
-                        })
-                    else { break }
-                    entries[oldest.0]?.removeAll { $0.lastUsed == oldest.1.lastUsed }
-                    if entries[oldest.0]?.isEmpty == true { entries[oldest.0] = nil }
-                    storedBytes -= oldest.1.body.count
-                }
-            }
+            return matched ? entry : nil
         }
 
         // MARK: - Helpers
@@ -227,15 +224,19 @@ extension RestManager {
             (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         }
 
-        /// Seconds an answer stays fresh: `max-age` less its `Age` (`s-maxage` is for shared caches); 0 with `no-cache`
-        /// or a `max-age` that is not digits (`1e3`, `inf`: stale, RFC 9111 §4.2.1).
-        private static func freshness(_ control: [String], _ response: HTTPURLResponse) -> TimeInterval {
-            guard !control.contains("no-cache"),
-                let maxAge = control.first(where: { $0.hasPrefix("max-age=") }).flatMap({
-                    deltaSeconds($0.dropFirst(8))
-                })
-            else { return 0 }
-            return max(0, maxAge - (response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0))
+        /// Seconds an answer stays fresh from when it was made: its `max-age` (`s-maxage` is for shared caches); 0 with
+        /// `no-cache` or a `max-age` that is not digits (`1e3`, `inf`: stale, RFC 9111 §4.2.1).
+        private static func lifetime(_ response: HTTPURLResponse) -> TimeInterval {
+            let control = directives(response.value(forHTTPHeaderField: "Cache-Control"))
+            return control.contains("no-cache") ? 0 : maxAge(control) ?? 0
+        }
+
+        private static func maxAge(_ control: [String]) -> TimeInterval? {
+            control.first { $0.hasPrefix("max-age=") }.flatMap { deltaSeconds($0.dropFirst(8)) }
+        }
+
+        private static func age(_ response: HTTPURLResponse) -> TimeInterval {
+            response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0
         }
 
         /// RFC 9111 §1.2.2: digits only, and a larger number than 2^31 is 2^31.

@@ -204,10 +204,10 @@ extension RestManager {
                 hasData = true
             case "id" where !value.contains("\u{0}"): idBuffer = String(value)
             case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):
-                if let milliseconds = Int(value) {
-                    reconnectionTime = milliseconds
-                    retry = milliseconds
-                }
+                // WHATWG: the integer the digits make; one past Int's range is as long a wait as there can be.
+                let milliseconds = Int(value) ?? Int.max
+                reconnectionTime = milliseconds
+                retry = milliseconds
             default: break
             }
             return nil

@@ -97,6 +97,19 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "60 s old at arrival: already stale")
     }
 
+    /// RFC 9111 §5.2.1.1: a request's `max-age` bounds the age of an answer served without asking (the answer's `Age`
+    /// counts): `max-age=0` always revalidates. Before, only the request's `no-cache` did.
+    func testARequestsMaxAgeBoundsTheAgeOfAFreshAnswer() {
+        serve(headers: [("Cache-Control", "max-age=600"), ("Age", "100")])
+        _ = send(.get, "/doc")
+        var request = RestManager.Request(url: url("/doc"))
+        for (maxAge, expected) in [("200", "fresh"), ("50", "revalidated"), ("0", "revalidated"), ("x", "fresh")] {
+            request.headers.add(value: "max-age=\(maxAge)", forKey: "Cache-Control")
+            XCTAssertEqual(cacheStatus(send(request)), expected, "max-age=\(maxAge)")
+        }
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\""])
+    }
+
     /// RFC 9111 §1.2.2: `max-age` and `Age` are digits only; another form makes the answer stale (revalidated), and
     /// a number past 2^31 is 2^31 (fresh).
     func testMaxAgeIsDigitsOnly() {
@@ -242,8 +255,8 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertNil(cacheStatus(send(.get, "/big")), "larger than the whole cache")
     }
 
-    /// A later interceptor's decide sees the cached answer; redirects store the final answer under the request's key.
-    func testCachedAnswersGoThroughLaterInterceptorsAndRedirectsAreKeyedByTheRequest() {
+    /// A later interceptor's decide sees the cached answer.
+    func testCachedAnswersGoThroughLaterInterceptors() {
         struct Stamp: RestManager.Interceptor {
             func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
                 var stamped = results
@@ -253,12 +266,50 @@ final class ResponseCacheTests: MockServerTestCase {
         }
         rest.interceptors.append(Stamp())
         serve(headers: [("Cache-Control", "max-age=60")])
-        _ = send(.get, "/_test/redirect/302?to=/doc")
-        let cached = send(.get, "/_test/redirect/302?to=/doc")
+        _ = send(.get, "/doc")
+        let cached = send(.get, "/doc")
         XCTAssertEqual(cached.data, Data("body 1".utf8))
         XCTAssertEqual(cacheStatus(cached), "fresh")
         XCTAssertEqual(cached.response?.headers.value(forKey: "X-Stamp"), "seen")
-        XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/redirect/302", "/doc"])
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/doc"])
+    }
+
+    /// An answer reached through a redirect is not stored under the URL asked for: that URL may redirect elsewhere next
+    /// time (a 302 has no freshness of its own, RFC 9111 §4.2.2). Before, `/avatar` kept serving the old picture its
+    /// redirect no longer pointed to, for the picture's max-age.
+    func testAnAnswerReachedThroughARedirectIsNotStoredUnderTheFirstURL() {
+        for name in ["one", "two"] {
+            server.stub(path: "/\(name)") { _ in
+                MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=3600"), ("ETag", "\"\(name)\"")], body: Data(name.utf8))
+            }
+        }
+        let version = VersionBox()
+        server.stub(path: "/avatar") { _ in
+            MockServer.Response(status: 302, headers: [("Location", version.value == 1 ? "/one" : "/two")])
+        }
+        XCTAssertEqual(send(.get, "/avatar").data, Data("one".utf8))
+        version.value = 2
+        let second = send(.get, "/avatar")
+        XCTAssertEqual(second.data, Data("two".utf8))
+        XCTAssertNil(cacheStatus(second))
+        XCTAssertNil(server.receivedRequests.last?.header("If-None-Match"), "no entry to revalidate")
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/avatar", "/one", "/avatar", "/two"])
+        XCTAssertEqual(cacheStatus(send(.get, "/two")), nil, "stored under neither URL")
+    }
+
+    /// RFC 9111 §3.2: a 304's `Content-Length` describes the 304 (no body), not the stored body: it is not merged. Before,
+    /// the revalidated 200 said `Content-Length: 0` over its 6 bytes.
+    func testA304sContentLengthDoesNotReplaceTheStoredOne() {
+        serve()
+        XCTAssertEqual(send(.get, "/doc").response?.headers.value(forKey: "Content-Length"), "6")
+        server.stub(path: "/doc") { _ in
+            MockServer.Response(status: 304, headers: [("ETag", "\"v1\""), ("Content-Length", "0"), ("Cache-Control", "no-cache")])
+        }
+        let second = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(second.data, Data("body 1".utf8))
+        XCTAssertEqual(second.response?.headers.value(forKey: "Content-Length"), "6")
+        XCTAssertEqual(second.response?.response?.expectedContentLength, 6)
     }
 
     /// A download answered by the cache gets the cached bytes in its file (fresh: no request; stale: after a 304), and a
