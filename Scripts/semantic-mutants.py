@@ -104,9 +104,9 @@ cases = [
  ("progress may go backwards", T, '''guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', '''guard figure != last else { return }''', "DownloadTests|UploadTests"),
  ("no final progress report", C, '''if results.isSuccess { transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),
  # Events and interceptors
- ("finished reported after the completion", C, '''            reportFinished?(results, named)
+ ("finished reported after the completion", C, '''            eventHandler?(.finished(named, results, duration: RestManager.seconds(since: started)))
             queue.async { taken(results) }''', '''            queue.async { taken(results) }
-            reportFinished?(results, named)''', "EventTests"),
+            eventHandler?(.finished(named, results, duration: RestManager.seconds(since: started)))''', "EventTests"),
  ("an adapted request not validated", C, '''                        try RequestBuilder.validateHeader(name: name, value: value)
                     }
                     self.transmit(adapted, attempt: number)''', '''                        _ = (name, value)
@@ -140,6 +140,9 @@ cases = [
  ("event type kept for the next event", S, '''            type = ""
 ''', '''''', "ServerSentEventsTests"),
  ("an id with NUL accepted", S, '''case "id" where !value.contains("\\u{0}"): idBuffer = String(value)''', '''case "id": idBuffer = String(value)''', "ServerSentEventsTests"),
+ ("makeURLRequest: files by URL not assembled", C, '''        if let assemble = value.assembleBody {
+            value = try assemble(value, {})''', '''        if false, let assemble = value.assembleBody {
+            value = try assemble(value, {})''', "UploadTests"),
  ("SSE: retry digits past an Int ignored", S, '''let milliseconds = Int(value) ?? Int.max''', '''guard let milliseconds = Int(value) else { break }''', "ServerSentEventsTests"),
  ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
  ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),

@@ -176,6 +176,7 @@ public final class RestManager: @unchecked Sendable {
             state.bodyParameters = RestEntity()
             state.body = nil
             state.files = []
+            state.assembleBody = nil
         }
     }
 
@@ -290,11 +291,22 @@ public final class RestManager: @unchecked Sendable {
             for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
     }
 
-    /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it.
+    /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it; files
+    /// added by URL are read into its body.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func makeURLRequest(toURL url: URL, withHttpMethod httpMethod: HttpMethod) throws -> URLRequest {
         let snapshot = withState { $0 }
-        return try RequestBuilder.build(snapshot.tutorialRequest(httpMethod, url: url), snapshot: snapshot)
+        var value = snapshot.tutorialRequest(httpMethod, url: url)
+        // Files added by URL are assembled as for a call (a FIFO or a device is refused), then read into the body.
+        if let assemble = value.assembleBody {
+            value = try assemble(value, {})
+            guard let file = value.bodyFile, let body = FileManager.default.contents(atPath: file.path) else {
+                throw CustomError.bodyEncodingFailed("the assembled multipart body could not be read back")
+            }
+            value.body = body
+            value.bodyFile = nil
+        }
+        return try RequestBuilder.build(value, snapshot: snapshot)
     }
 
     /// Whether two URLs have the same origin: scheme, host and port (the scheme's default when none), any case. Secrets
@@ -671,19 +683,23 @@ public final class RestManager: @unchecked Sendable {
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
-        /// The call's `finished` event, reported once, before the completion (a program may exit in its completion).
-        private let reportFinished: (@Sendable (Results, URLRequest) -> Void)?
+        /// Told the call's `finished` event once, before the completion (a program may exit in its completion).
+        private let eventHandler: (@Sendable (Event) -> Void)?
+        /// When the call started: the event's duration counts from there.
+        private let started: DispatchTime
         /// The request the event names: the call's own until it is built, then the one on the wire.
         private var eventRequest: URLRequest
 
         init(
-            queue: DispatchQueue, request: URLRequest, reportFinished: (@Sendable (Results, URLRequest) -> Void)?,
+            for value: Request, settings: Snapshot, started: DispatchTime,
             completion: @escaping @Sendable (Results) -> Void
         ) {
-            self.queue = queue
+            queue = settings.callbackQueue
+            eventHandler = settings.eventHandler
+            self.started = started
             self.completion = completion
-            self.eventRequest = request
-            self.reportFinished = reportFinished
+            eventRequest = URLRequest(url: value.url)
+            eventRequest.httpMethod = value.method.name
         }
         /// Whether `cancel()` ended this request.
         public var isCancelled: Bool { lock.withLock { wasCancelled } }
@@ -707,7 +723,7 @@ public final class RestManager: @unchecked Sendable {
                 return request ?? eventRequest
             }
             guard let taken else { return }
-            reportFinished?(results, named)
+            eventHandler?(.finished(named, results, duration: RestManager.seconds(since: started)))
             queue.async { taken(results) }
         }
 
@@ -821,7 +837,7 @@ public final class RestManager: @unchecked Sendable {
         var bodyFile: URL?
         /// Where the answer's body goes instead of memory, and the progress it reports (the transfers add-on).
         var transfer: (any Transfer)?
-        /// Turns file parts into a body streamed from disk, off the caller's thread (the transfers add-on).
+        /// Makes the file parts a body streamed from disk, off the caller's thread (the transfers add-on; never GET/HEAD).
         var assembleBody: BodyAssembler?
         /// Where a streamed body goes (`stream(_:)`).
         var stream: StreamBuffer?
@@ -1090,7 +1106,7 @@ public final class RestManager: @unchecked Sendable {
             request.bodyParameters = bodyParameters
             request.body = body
             request.files = files
-            request.assembleBody = assembleBody
+            request.assembleBody = method == .get || method == .head ? nil : assembleBody
             return request
         }
     }
@@ -1176,15 +1192,7 @@ public final class RestManager: @unchecked Sendable {
                 for (name, value) in snapshot.bodyParameters.orderedPairs {
                     multipart.addField(name: name, value: value)
                 }
-                // Files added by URL are read here only for `makeURLRequest`: `perform` streams them.
-                multipart.parts += try snapshot.files.map { part in
-                    guard let file = part.fileURL else { return part }
-                    var loaded = part
-                    do { loaded.data = try Data(contentsOf: file) } catch {
-                        throw CustomError.fileAccessFailed(file, reason: error.localizedDescription)
-                    }
-                    return loaded
-                }
+                multipart.parts += snapshot.files
                 headers.add(value: multipart.contentType, forKey: "Content-Type")
                 return multipart.encoded()
             }
@@ -1535,24 +1543,13 @@ public final class RestManager: @unchecked Sendable {
         var snapshot = snapshot
         snapshot.timeout = value.timeoutInterval ?? snapshot.timeout
         let started = DispatchTime.now()
-        var named = URLRequest(url: value.url)
-        named.httpMethod = value.method.name
-        let reportFinished = snapshot.eventHandler.map { handler in
-            { @Sendable (results: Results, request: URLRequest) in
-                handler(.finished(request, results, duration: Self.seconds(since: started)))
-            }
-        }
-        let handle = RequestHandle(
-            queue: snapshot.callbackQueue, request: named, reportFinished: reportFinished, completion: completion)
-        guard value.method != .get, value.method != .head, value.files.contains(where: { $0.fileURL != nil }),
-            let assemble = value.assembleBody
-        else {
+        let handle = RequestHandle(for: value, settings: snapshot, started: started, completion: completion)
+        guard let assemble = value.assembleBody else {
             start(value, snapshot: snapshot, handle: handle, started: started)
             return handle
         }
         // Assembling a multipart body copies files: not on the caller's thread, and within the call's deadline.
-        let timeout = snapshot.timeout
-        let check = { @Sendable () throws in
+        let check = { @Sendable [timeout = snapshot.timeout] () throws in
             if handle.isCancelled { throw CustomError.cancelled }
             if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
         }

@@ -274,6 +274,44 @@ final class UploadTests: MockServerTestCase {
         XCTAssertThrowsError(try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post))
     }
 
+    /// `makeURLRequest` and `curlCommand` check files added by URL as a call does: a FIFO or a device is refused, and
+    /// the assembled body's temporary file does not stay. Before, a FIFO blocked them forever and `/dev/zero` filled the
+    /// memory.
+    func testMakeURLRequestRefusesAFIFOOrADeviceAddedByURL() throws {
+        let before = Self.temporaryMultipartFiles()
+        let fifo = scratch.appendingPathComponent("slow.fifo")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        for file in [fifo, URL(fileURLWithPath: "/dev/zero")] {
+            rest.clearParameters()
+            rest.addFile(at: file, fieldName: "doc", mimeType: "text/plain")
+            let outcomes = ResultBox<String>()
+            let done = expectation(description: file.path)
+            DispatchQueue.global().async { [rest = rest!, target = url("/_test/echo")] in
+                let calls: [() throws -> Void] = [
+                    { _ = try rest.makeURLRequest(toURL: target, withHttpMethod: .post) },
+                    { _ = try rest.curlCommand(forURL: target, withHttpMethod: .put) }
+                ]
+                for call in calls {
+                    do {
+                        try call()
+                        outcomes.set("no error")
+                    } catch {
+                        outcomes.set("\(error)")
+                    }
+                }
+                done.fulfill()
+            }
+            wait(for: [done], timeout: 20)
+            let refusal = "The file '\(file.path)' cannot be used: it is not a regular file (a device, FIFO or socket)."
+            XCTAssertEqual(outcomes.all, [refusal, refusal])
+        }
+        rest.clearParameters()
+        rest.addFile(at: try self.file("n.txt", Data("xyz".utf8)), fieldName: "doc", mimeType: "text/plain")
+        XCTAssertNoThrow(try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post))
+        XCTAssertEqual(Self.temporaryMultipartFiles().subtracting(before), [])
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testMakeURLRequestShowsAFileAddedByURLInTheBody() throws {
         rest.addFile(at: try file("n.txt", Data("xyz".utf8)), fieldName: "doc", mimeType: "text/plain")
         let request = try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .post)
