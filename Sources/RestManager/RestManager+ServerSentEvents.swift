@@ -19,7 +19,8 @@ extension RestManager {
     /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or
     /// the stream's `retry`) and reconnects, sending `Last-Event-ID` once an ID was seen, and reports a `.retrying`
     /// event to `eventHandler`. A 204 ends the sequence; a non-2xx status, a `Content-Type` other than
-    /// `text/event-stream` or a TLS failure ends it with an error. Cancelling the task ends it (returns nil).
+    /// `text/event-stream`, a TLS failure, or an event or line longer than `ResponseBody.maximumUnreadBytes` before any
+    /// event of its connection ends it with an error. Cancelling the task ends it (returns nil).
     public func events(for request: Request) -> ServerSentEvents { ServerSentEvents(manager: self, request: request) }
 
     /// One event, as dispatched by the stream.
@@ -59,6 +60,8 @@ extension RestManager {
             private var lines: ResponseBody.Lines.AsyncIterator?
             private var connections = 0
             private var ended = false
+            /// Whether the current connection has dispatched an event (a reader that fell behind made progress).
+            private var dispatched = false
 
             init(manager: RestManager, request: Request) {
                 self.manager = manager
@@ -78,7 +81,10 @@ extension RestManager {
                             try await reconnect(because: "the event stream ended")
                             continue
                         }
-                        if let event = try parser.take(line) { return event }
+                        if let event = try parser.take(line) {
+                            dispatched = true
+                            return event
+                        }
                     } catch {
                         try await recover(from: error)
                     }
@@ -93,6 +99,7 @@ extension RestManager {
                 request.headers.add(value: "text/event-stream", forKey: "Accept")
                 if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }
                 connections += 1
+                dispatched = false
                 let (body, response) = try await manager.stream(request)
                 if response.httpStatusCode == 204 {
                     ended = true
@@ -119,6 +126,10 @@ extension RestManager {
                 }
                 let failure = error as? CustomError
                 switch failure {
+                case .transport(let urlError)? where urlError.code == .dataLengthExceedsMaximum && !dispatched:
+                    // An event or a line too long to hold: it would come first again after every reconnection.
+                    ended = true
+                    throw error
                 case .transport(let urlError)?
                 where ![.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse].contains(
                     urlError.code):

@@ -2009,6 +2009,8 @@ public final class RestManager: @unchecked Sendable {
                     for (name, value) in adapted.allHTTPHeaderFields ?? [:] {
                         try RequestBuilder.validateHeader(name: name, value: value)
                     }
+                    // http(s) only: FoundationNetworking would speak FTP, or read a `data:` URL.
+                    adapted.url = try RequestBuilder.urlWithQuery(adapted.url ?? firstURL, query: RestEntity())
                     self.transmit(adapted, attempt: number)
                 } catch {
                     self.fail(error)

@@ -150,6 +150,29 @@ final class InterceptorTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
+    /// An adapted URL is checked like the caller's: http(s) only (before, `ftp://` made libcurl speak FTP to that host
+    /// and `data:` was "answered"), with its scheme in lower case (`HTTP://` was "unsupported URL" on Linux).
+    func testAnAdaptedURLIsValidatedLikeAnyOther() {
+        struct Mover: RestManager.Interceptor {
+            let target: String
+            func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+                var moved = request
+                moved.url = URL(string: target)
+                return moved
+            }
+        }
+        for target in ["ftp://127.0.0.1/x", "data:text/plain,hello", "file:///etc/hostname", "http://127.0.0.1:0/x"] {
+            rest.interceptors = [Mover(target: target)]
+            guard case .invalidURL(target, _)? = send(.get, "/x").error as? RestManager.CustomError else {
+                return XCTFail("\(target) was not refused")
+            }
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0)
+        rest.interceptors = [Mover(target: "HTTP://127.0.0.1:\(server.port)/moved")]
+        XCTAssertEqual(send(.get, "/x").statusCode, 404)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/moved"])
+    }
+
     func testAnInterceptorThatAlwaysRetriesStopsAtTheAttemptCap() {
         rest.interceptors = [Always(delay: 0)]
         server.stub(path: "/busy", response: MockServer.Response(status: 503))

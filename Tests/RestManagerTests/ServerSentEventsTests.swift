@@ -65,7 +65,7 @@ final class ServerSentEventsTests: MockServerTestCase {
     }
 
     /// An event whose data never ends cannot take the process's memory: past `maximumUnreadBytes` (16 MiB) the
-    /// parser throws (the sequence then reconnects, as after any network error).
+    /// parser throws.
     func testAnEventLargerThanTheLimitIsAnError() throws {
         var parser = RestManager.EventStreamParser()
         parser.startStream()
@@ -73,6 +73,44 @@ final class ServerSentEventsTests: MockServerTestCase {
         for _ in 0..<15 { XCTAssertNil(try parser.take(line)) }
         XCTAssertThrowsError(try parser.take(line)) { error in
             XCTAssertEqual(error.localizedDescription, "Network error -1103: An event's data is longer than 16777216 bytes")
+        }
+    }
+
+    /// An event too long to hold ends the sequence with the error when it comes before any event of its connection: it
+    /// would come first again after every reconnection (before, the sequence fetched its 16 MiB again every `retry`,
+    /// for ever). After an event, the connection is tried again (a reader that fell behind resumes by its ID).
+    func testAnEventTooLongToHoldEndsTheSequenceUnlessTheConnectionMadeProgress() async throws {
+        let huge = "data: " + String(repeating: "x", count: RestManager.ResponseBody.maximumUnreadBytes) + "\n\n"
+        for (path, first) in [("/huge", "retry: 10\n"), ("/then-huge", "retry: 10\nid: 1\ndata: small\n\n")] {
+            server.stub("GET", path: path) { request in
+                let resumed = request.header("Last-Event-ID") == "1"
+                return MockServer.Response.streamed(
+                    [.init(Data(((resumed ? "retry: 10\n" : first) + huge).utf8))], contentType: "text/event-stream")
+            }
+        }
+        for (path, expected, connections) in [("/huge", [Event](), 1), ("/then-huge", [Event(id: "1", data: "small", retry: 10)], 2)] {
+            server.clearReceivedRequests()
+            let events = rest.events(for: request(path))
+            let reader = Task {
+                var received: [Event] = []
+                do {
+                    for try await event in events { received.append(event) }
+                    return (received, "ended without an error")
+                } catch {
+                    return (received, "\((error as? RestManager.CustomError).map { "\($0)" } ?? "other")")
+                }
+            }
+            // With the bug the sequence reconnects for ever (every 10 ms): one connection too many ends the wait.
+            let server = self.server!
+            let watchdog = Task {
+                while !Task.isCancelled, server.receivedRequests.count <= connections { try await Task.sleep(nanoseconds: 10_000_000) }
+                reader.cancel()
+            }
+            let (received, outcome) = await reader.value
+            watchdog.cancel()
+            XCTAssertEqual(outcome, "Network error -1103: A line of the stream is longer than 16777216 bytes", path)
+            XCTAssertEqual(received, expected, path)
+            XCTAssertEqual(server.receivedRequests.count, connections, path)
         }
     }
 
