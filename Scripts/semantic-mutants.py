@@ -148,6 +148,8 @@ cases = [
 ''', '''''', "ServerSentEventsTests"),
  ("an adapted URL not checked", C, '''                    adapted.url = try RequestBuilder.urlWithQuery(adapted.url ?? firstURL, query: RestEntity())
 ''', '''''', "InterceptorTests"),
+ ("no URL length limit (libcurl's Out of memory)", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count > 100_000_000 {''', "RequestSafetyTests"),
+ ("URL length limit off by one", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count >= 1_000_000 {''', "RequestSafetyTests"),
  ("SSE: retry digits past an Int ignored", S, '''let milliseconds = Int(value) ?? Int.max''', '''guard let milliseconds = Int(value) else { break }''', "ServerSentEventsTests"),
  ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
  ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),

@@ -598,7 +598,7 @@ public final class RestManager: @unchecked Sendable {
     public enum CustomError: Error, LocalizedError, Sendable, CustomStringConvertible {
         /// The tutorial's catch-all; kept for source compatibility.
         case failedToCreateRequest
-        /// The URL is not an absolute http(s) URL, or contains control characters.
+        /// The URL is not an absolute http(s) URL, contains control characters, or is longer than 1,000,000 bytes.
         case invalidURL(String, reason: String)
         /// A request header name or value is not allowed (CR/LF, non-token name, or a header that frames the message
         /// such as `Content-Length`, which only URLSession sets); the value is not repeated.
@@ -1140,6 +1140,10 @@ public final class RestManager: @unchecked Sendable {
             let method = value.method
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
+            // libcurl refuses a request head over 1 MiB as "Out of memory" (servers refuse far less: often 8 KiB).
+            if let text = request.url?.absoluteString, text.utf8.count > 1_000_000 {
+                throw CustomError.invalidURL(text.prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
+            }
             if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
             // the library enforces the deadline, Foundation's only comes later (10^8 s is "never"). A file upload gets
@@ -2208,19 +2212,13 @@ public final class RestManager: @unchecked Sendable {
             if let error {
                 let urlError = Self.classified(
                     error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
-                switch urlError.code {
-                case .cancelled:
-                    // Nobody here cancelled it (that finishes the exchange first): the session delegate declined an
-                    // authentication challenge, whose answer (401, 407) is in the task's response.
-                    if let http = task.response as? HTTPURLResponse {
-                        return attemptEnded(
-                            Results(withData: data, response: Response(fromURLResponse: http), error: nil))
-                    }
-                    return attemptEnded(Results(withError: CustomError.transport(urlError)))
-                case .timedOut: return fail(CustomError.timedOut(firstURL, after: settings.timeout))
-                default:
+                if urlError.code == .timedOut { return fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
+                // A cancel nobody here made (that finishes the exchange first): the session delegate declined an
+                // authentication challenge, whose answer (401, 407) is in the task's response.
+                guard urlError.code == .cancelled, let http = task.response as? HTTPURLResponse else {
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
+                return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
             }
             guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
             // URLSession must never follow a redirect itself (secrets would go to another origin unchecked); if an SDK

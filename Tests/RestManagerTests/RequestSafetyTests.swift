@@ -138,4 +138,20 @@ final class RequestSafetyTests: MockServerTestCase {
         let results = send(.get, "/liar")
         XCTAssertNotNil(results.error, "the body was cut short")
     }
+
+    /// A URL longer than 1,000,000 bytes is refused before anything is sent, saying so (libcurl failed it as "Out of
+    /// memory" past 1 MiB of request head, and as error -1000 past 8 MB); one of exactly 1,000,000 bytes goes out.
+    func testAURLLongerThanAMillionBytesIsRefusedClearly() {
+        let prefix = url("/_test/echo?q=").absoluteString
+        let exact = String(repeating: "a", count: 1_000_000 - prefix.utf8.count)
+        XCTAssertEqual(send(.get, "/_test/echo?q=" + exact).statusCode, 431, "sent: the mock refuses so long a head")
+        for extra in [1, 100_000, 8_000_000] {
+            let results = send(.get, "/_test/echo?q=" + exact + String(repeating: "a", count: extra))
+            guard case .invalidURL(let shown, let reason)? = results.error as? RestManager.CustomError else {
+                return XCTFail("\(extra): \(String(describing: results.error))")
+            }
+            XCTAssertEqual(shown, String((prefix + exact).prefix(60)) + "…")
+            XCTAssertEqual(reason, "it is longer than 1,000,000 bytes")
+        }
+    }
 }
