@@ -120,7 +120,7 @@ extension RestManager {
         completion: @escaping @Sendable (Results) -> Void
     ) -> RequestHandle {
         var request = request
-        var snapshot = currentSnapshot()
+        var snapshot = withState { $0 }
         snapshot.timeout = Self.never
         request.transfer = making(ProgressReporter(progress, snapshot: &snapshot))
         return perform(request, snapshot: snapshot, completion: completion)

@@ -1142,7 +1142,9 @@ public final class RestManager: @unchecked Sendable {
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             // libcurl refuses a request head over 1 MiB as "Out of memory" (servers refuse far less: often 8 KiB).
             if let text = request.url?.absoluteString, text.utf8.count > 1_000_000 {
-                throw CustomError.invalidURL(text.prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
+                // Redacted whole, then cut: a password cut short of its "@" would read as a host.
+                throw CustomError.invalidURL(
+                    Redaction.url(text).prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
             }
             if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
@@ -1519,15 +1521,12 @@ public final class RestManager: @unchecked Sendable {
     private var state = Snapshot()
     private let transport: Transport
     private let inFlight = Locked([String: Exchange]())
-    /// Runs `body` on the manager's state under its lock.
-    private func withState<Result>(_ body: (inout Snapshot) throws -> Result) rethrows -> Result {
+    /// Runs `body` on the manager's state under its lock (`withState { $0 }`: what a call made now sends).
+    func withState<Result>(_ body: (inout Snapshot) throws -> Result) rethrows -> Result {
         stateLock.lock()
         defer { stateLock.unlock() }
         return try body(&state)
     }
-
-    /// The manager's state now: what a call made now sends.
-    func currentSnapshot() -> Snapshot { withState { $0 } }
 
     /// Adds a multipart part to the manager's files, and what streams file parts from disk.
     func addPart(_ part: MultipartBody.Part, assembler: @escaping BodyAssembler) {

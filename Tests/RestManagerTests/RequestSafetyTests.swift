@@ -153,5 +153,12 @@ final class RequestSafetyTests: MockServerTestCase {
             XCTAssertEqual(shown, String((prefix + exact).prefix(60)) + "…")
             XCTAssertEqual(reason, "it is longer than 1,000,000 bytes")
         }
+        // A password past the 60 characters shown is not printed in part.
+        let token = String(repeating: "s3cr3t", count: 20)
+        let secret = "http://user:\(token)@127.0.0.1:\(server.port)/_test/echo?q=" + exact
+        let text = send(RestManager.Request(url: URL(string: secret)!)).error.map { "\($0)" } ?? "no error"
+        XCTAssertTrue(text.hasPrefix("Invalid URL 'http://user:<redacted>@127.0.0.1:\(server.port)/_test/echo?q=aaa"), text)
+        XCTAssertTrue(text.hasSuffix("aaa…': it is longer than 1,000,000 bytes."), text)
+        XCTAssertFalse(text.contains("s3cr3t"), text)
     }
 }
