@@ -837,7 +837,7 @@ public final class RestManager: @unchecked Sendable {
         var bodyFile: URL?
         /// Where the answer's body goes instead of memory, and the progress it reports (the transfers add-on).
         var transfer: (any Transfer)?
-        /// Makes the file parts a body streamed from disk, off the caller's thread (the transfers add-on; never GET/HEAD).
+        /// Makes file parts a body streamed from disk, off the caller's thread (the transfers add-on; never GET/HEAD).
         var assembleBody: BodyAssembler?
         /// Where a streamed body goes (`stream(_:)`).
         var stream: StreamBuffer?
@@ -1140,9 +1140,8 @@ public final class RestManager: @unchecked Sendable {
             let method = value.method
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
-            // libcurl refuses a request head over 1 MiB as "Out of memory" (servers refuse far less: often 8 KiB).
+            // libcurl fails heads over 1 MiB ("Out of memory"). Redacted, then cut: a cut password would read as host.
             if let text = request.url?.absoluteString, text.utf8.count > 1_000_000 {
-                // Redacted whole, then cut: a password cut short of its "@" would read as a host.
                 throw CustomError.invalidURL(
                     Redaction.url(text).prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
             }
@@ -2250,8 +2249,9 @@ public final class RestManager: @unchecked Sendable {
             guard hops <= settings.maximumRedirects else {
                 return fail(CustomError.tooManyRedirects(firstURL, limit: settings.maximumRedirects))
             }
-            guard let currentURL = current.url, let target = URL(string: location, relativeTo: currentURL)?.absoluteURL,
-                ["http", "https"].contains(target.scheme?.lowercased()), target.host != nil
+            // Checked and written as a request's URL is: http(s) with a host and a valid port, the scheme lower-cased.
+            guard let base = current.url, let url = URL(string: location, relativeTo: base)?.absoluteURL,
+                let target = try? RequestBuilder.urlWithQuery(url, query: RestEntity())
             else { return fail(CustomError.invalidURL(location, reason: "the redirect target is not an http(s) URL")) }
             var next = current
             next.url = target
@@ -2267,7 +2267,7 @@ public final class RestManager: @unchecked Sendable {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
             }
-            if !RestManager.isSameOrigin(currentURL, target) {
+            if !RestManager.isSameOrigin(base, target) {
                 // Another origin gets only headers known to hold no secret: an unknown one may be an API key.
                 let followers = RequestBuilder.crossOriginHeaderNames.union(
                     becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import MockServer
 import RestManager
 
 final class RedirectTests: MockServerTestCase {
@@ -90,8 +91,10 @@ final class RedirectTests: MockServerTestCase {
         XCTAssertEqual(results.response?.headers.value(forKey: "location"), "/elsewhere")
     }
 
+    /// A redirect target is checked as a request's URL is. Before, a port out of range went to libcurl, and a scheme in
+    /// capitals (which RFC 3986 §3.1 allows, and browsers follow) failed as "unsupported URL" on Linux.
     func testRedirectToANonHTTPSchemeIsRefused() {
-        for target in ["file:///etc/passwd", "ftp://127.0.0.1/x"] {
+        for target in ["file:///etc/passwd", "ftp://127.0.0.1/x", "http://127.0.0.1:70000/x", "http:///nohost"] {
             let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
             let results = send(.get, "/_test/redirect/302?to=\(encoded)")
             guard case let .invalidURL(url, reason)? = results.error as? RestManager.CustomError else {
@@ -100,5 +103,9 @@ final class RedirectTests: MockServerTestCase {
             XCTAssertEqual(url, target)
             XCTAssertEqual(reason, "the redirect target is not an http(s) URL")
         }
+        XCTAssertEqual(server.receivedRequests.count, 4)
+        server.stub(path: "/upper") { _ in MockServer.Response(status: 200, body: Data("followed".utf8)) }
+        let upper = "HTTP://127.0.0.1:\(server.port)/upper".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        XCTAssertEqual(send(.get, "/_test/redirect/302?to=\(upper)").data, Data("followed".utf8))
     }
 }
