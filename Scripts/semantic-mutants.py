@@ -109,9 +109,9 @@ cases = [
             eventHandler?(.finished(named, results, duration: RestManager.seconds(since: started)))''', "EventTests"),
  ("an adapted request not validated", C, '''                        try RequestBuilder.validateHeader(name: name, value: value)
                     }
-                    // http(s) only''', '''                        _ = (name, value)
+                    // An http(s) URL''', '''                        _ = (name, value)
                     }
-                    // http(s) only''', "InterceptorTests|RequestSafetyTests"),
+                    // An http(s) URL''', "InterceptorTests|RequestSafetyTests"),
  ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),
  # Authenticator
  ("getData keeps the interceptors", C, '''        snapshot.interceptors = []
@@ -146,7 +146,8 @@ cases = [
  ("SSE: an event too long to hold reconnects", S, '''where urlError.code == .dataLengthExceedsMaximum && !dispatched:''', '''where urlError.code == .dataLengthExceedsMaximum && false:''', "ServerSentEventsTests"),
  ("SSE: a connection's events not counted", S, '''                            dispatched = true
 ''', '''''', "ServerSentEventsTests"),
- ("an adapted URL not checked", C, '''                    adapted.url = try RequestBuilder.urlWithQuery(adapted.url ?? firstURL, query: RestEntity())
+ ("an adapted URL not checked", C, '''                    adapted.url = try RequestBuilder.urlWithQuery(
+                        adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
 ''', '''''', "InterceptorTests"),
  ("no URL length limit (libcurl's Out of memory)", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count > 100_000_000 {''', "RequestSafetyTests"),
  ("URL length limit off by one", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count >= 1_000_000 {''', "RequestSafetyTests"),

@@ -1886,11 +1886,8 @@ public final class RestManager: @unchecked Sendable {
     /// ```
     final class Exchange: @unchecked Sendable {
         enum State: Equatable {
-            case adapting
+            case adapting, deciding, waiting, finished
             case sending(redirects: Int)
-            case deciding
-            case waiting
-            case finished
         }
 
         private let lock = Lock()
@@ -2011,8 +2008,9 @@ public final class RestManager: @unchecked Sendable {
                     for (name, value) in adapted.allHTTPHeaderFields ?? [:] {
                         try RequestBuilder.validateHeader(name: name, value: value)
                     }
-                    // http(s) only: FoundationNetworking would speak FTP, or read a `data:` URL.
-                    adapted.url = try RequestBuilder.urlWithQuery(adapted.url ?? firstURL, query: RestEntity())
+                    // An http(s) URL, which none is not: FoundationNetworking would speak FTP, or read a `data:` URL.
+                    adapted.url = try RequestBuilder.urlWithQuery(
+                        adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
                     self.transmit(adapted, attempt: number)
                 } catch {
                     self.fail(error)

@@ -161,11 +161,12 @@ final class InterceptorTests: MockServerTestCase {
                 return moved
             }
         }
-        for target in ["ftp://127.0.0.1/x", "data:text/plain,hello", "file:///etc/hostname", "http://127.0.0.1:0/x"] {
+        for target in ["ftp://127.0.0.1/x", "data:text/plain,hello", "file:///etc/hostname", "http://127.0.0.1:0/x", ""] {
             rest.interceptors = [Mover(target: target)]
-            guard case .invalidURL(target, _)? = send(.get, "/x").error as? RestManager.CustomError else {
+            guard case .invalidURL(let refused, _)? = send(.get, "/x").error as? RestManager.CustomError else {
                 return XCTFail("\(target) was not refused")
             }
+            XCTAssertEqual(refused, target.isEmpty ? "file:///" : target, "no URL at all is refused too")
         }
         XCTAssertEqual(server.receivedRequests.count, 0)
         rest.interceptors = [Mover(target: "HTTP://127.0.0.1:\(server.port)/moved")]
