@@ -152,6 +152,8 @@ cases = [
  ("no URL length limit (libcurl's Out of memory)", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count > 100_000_000 {''', "RequestSafetyTests"),
  ("URL length limit off by one", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count >= 1_000_000 {''', "RequestSafetyTests"),
  ("a too-long URL cut before it is redacted", C, '''Redaction.url(text).prefix(60) + "…"''', '''Redaction.url(String(text.prefix(60))) + "…"''', "RequestSafetyTests"),
+ ("SSE: a request's body dropped without a word", S, '''guard request.body == nil, request.bodyParameters.totalItems() == 0, request.files.isEmpty else {''', '''guard true else {''', "ServerSentEventsTests"),
+ ("mock: a stub path without its slash never matches", 'Sources/MockServer/Stubs.swift', '''self.path = path.hasPrefix("/") || path.hasPrefix("*") ? path : "/" + path''', '''self.path = path''', "MockServerTestKitTests"),
  ("SSE: retry digits past an Int ignored", S, '''let milliseconds = Int(value) ?? Int.max''', '''guard let milliseconds = Int(value) else { break }''', "ServerSentEventsTests"),
  ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
  ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),

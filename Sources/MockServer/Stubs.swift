@@ -163,8 +163,8 @@ extension MockServer {
         case noResponse
     }
 
-    /// Answers requests to `path` with `response`. `path` is exact, or a prefix when it ends in `*`;
-    /// `method` nil matches any method. The latest matching stub wins.
+    /// Answers requests to `path` with `response`. `path` is exact, or a prefix when it ends in `*`; a missing
+    /// leading slash is added (`users` is `/users`). `method` nil matches any method. The latest matching stub wins.
     public func stub(_ method: String? = nil, path: String, response: Response) {
         Response.checkHeaders(response.headers)
         testKit.add(Stub(method: method?.uppercased(), path: path) { _ in response })
@@ -199,6 +199,13 @@ struct Stub: Sendable {
     let method: String?
     let path: String
     let answer: @Sendable (ReceivedRequest) -> MockServer.Response
+
+    init(method: String?, path: String, answer: @escaping @Sendable (ReceivedRequest) -> MockServer.Response) {
+        self.method = method
+        // `users` is read as `/users`: request paths start with a slash, so it would never match.
+        self.path = path.hasPrefix("/") || path.hasPrefix("*") ? path : "/" + path
+        self.answer = answer
+    }
 
     func matches(_ request: ReceivedRequest) -> Bool {
         if let method, method != request.method.uppercased() { return false }

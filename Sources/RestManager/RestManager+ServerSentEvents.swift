@@ -10,7 +10,8 @@ extension RestManager {
     // MARK: - Public API
 
     /// Server-Sent Events from `request` (GET, `Accept: text/event-stream` added), reconnecting as the WHATWG
-    /// EventSource rules say, until the task is cancelled or the server ends the stream.
+    /// EventSource rules say, until the task is cancelled or the server ends the stream. A request with a body fails
+    /// with `.bodyEncodingFailed` (a GET carries none: read a POST stream with `stream(_:)`).
     /// ```swift
     /// for try await event in rest.events(for: RestManager.Request(url: URL(string: "chat/stream")!)) {
     ///     print(event.event, event.data)
@@ -95,6 +96,11 @@ extension RestManager {
             /// Opens a connection (after the first, with the last event ID) and checks its head.
             private mutating func connect() async throws {
                 var request = self.request
+                // A body would be dropped without a word (an LLM's POST stream, say): that is the caller's mistake.
+                guard request.body == nil, request.bodyParameters.totalItems() == 0, request.files.isEmpty else {
+                    let reason = "events(for:) sends GET, as EventSource does, which carries no body; read a POST "
+                    throw CustomError.bodyEncodingFailed(reason + "stream with stream(_:) and its lines")
+                }
                 request.method = .get
                 request.headers.add(value: "text/event-stream", forKey: "Accept")
                 if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }

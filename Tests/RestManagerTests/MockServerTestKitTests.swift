@@ -26,6 +26,15 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertTrue(String(decoding: send(.get, "/api/users/2").data ?? Data(), as: UTF8.self).contains("Janet"))
     }
 
+    /// A stub path without its leading slash is read with one (before, it never matched, and the app under test got
+    /// reqres' 404 with no hint why); `*` alone still matches every path.
+    func testAStubPathWithoutItsSlashMatches() {
+        server.stub(path: "greeting", response: .text("hello"))
+        server.stub("POST", path: "*", response: .text("any", status: 201))
+        XCTAssertEqual(send(.get, "/greeting").data, Data("hello".utf8))
+        XCTAssertEqual(send(.post, "/whatever/else").statusCode, 201)
+    }
+
     func testQueuedAnswersGoInOrderToAnyPath() {
         for status in [201, 202, 203] { server.enqueue(MockServer.Response(status: status)) }
         XCTAssertEqual(["/a", "/b/c", "/api/users"].map { send(.get, $0).statusCode }, [201, 202, 203])

@@ -201,6 +201,29 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(received, [Event(data: "one", retry: Int.max)])
     }
 
+    /// A request with a body (an LLM's POST stream, say) fails at once, saying why: `events(for:)` sends GET, which
+    /// carries no body. Before, the body was dropped without a word and a GET went out.
+    func testARequestWithABodyFailsInsteadOfLosingIt() async throws {
+        var withBody = RestManager.Request(.post, url: url("/events"))
+        try withBody.setBody(["prompt": "hello"])
+        var withFields = RestManager.Request(.post, url: url("/events"))
+        withFields.bodyParameters.add(value: "hello", forKey: "prompt")
+        var withFile = RestManager.Request(.post, url: url("/events"))
+        withFile.addFile(Data("x".utf8), fieldName: "f", fileName: "f.txt", mimeType: "text/plain")
+        for request in [withBody, withFields, withFile] {
+            do {
+                for try await _ in rest.events(for: request) {}
+                XCTFail("no error")
+            } catch {
+                XCTAssertEqual(
+                    "\(error)",
+                    "The request body could not be encoded: events(for:) sends GET, as EventSource does, which carries no "
+                        + "body; read a POST stream with stream(_:) and its lines.")
+            }
+        }
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testAFirstAnswerOf204IsAnEmptySequence() async throws {
         server.stub("GET", path: "/nothing", response: MockServer.Response(status: 204))
         var count = 0
