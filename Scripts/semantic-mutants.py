@@ -154,6 +154,7 @@ cases = [
  ("a too-long URL cut before it is redacted", C, '''Redaction.url(text).prefix(60) + "…"''', '''Redaction.url(String(text.prefix(60))) + "…"''', "RequestSafetyTests"),
  ("SSE: a request's body dropped without a word", S, '''guard request.body == nil, request.bodyParameters.totalItems() == 0, request.files.isEmpty else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("mock: a stub path without its slash never matches", 'Sources/MockServer/Stubs.swift', '''self.path = path.hasPrefix("/") || path.hasPrefix("*") ? path : "/" + path''', '''self.path = path''', "MockServerTestKitTests"),
+ ("cache: a qualified no-cache ignored", R, '''control.contains { $0 == "no-cache" || $0.hasPrefix("no-cache=") }''', '''control.contains("no-cache")''', "ResponseCacheTests"),
  ("SSE: retry digits past an Int ignored", S, '''let milliseconds = Int(value) ?? Int.max''', '''guard let milliseconds = Int(value) else { break }''', "ServerSentEventsTests"),
  ("retry with non-digits accepted", S, '''case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):''', '''case "retry":''', "ServerSentEventsTests"),
  ("no Last-Event-ID on reconnection", S, '''if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }''', '''''', "ServerSentEventsTests"),

@@ -225,10 +225,10 @@ extension RestManager {
         }
 
         /// Seconds an answer stays fresh from when it was made: its `max-age` (`s-maxage` is for shared caches); 0 with
-        /// `no-cache` or a `max-age` that is not digits (`1e3`, `inf`: stale, RFC 9111 §4.2.1).
+        /// any `no-cache` (qualified too: entries replay whole, RFC 9111 §5.2.2.4) or a `max-age` not digits (§4.2.1).
         private static func lifetime(_ response: HTTPURLResponse) -> TimeInterval {
             let control = directives(response.value(forHTTPHeaderField: "Cache-Control"))
-            return control.contains("no-cache") ? 0 : maxAge(control) ?? 0
+            return control.contains { $0 == "no-cache" || $0.hasPrefix("no-cache=") } ? 0 : maxAge(control) ?? 0
         }
 
         private static func maxAge(_ control: [String]) -> TimeInterval? {

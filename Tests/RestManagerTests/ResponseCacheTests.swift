@@ -110,6 +110,16 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\""])
     }
 
+    /// RFC 9111 §5.2.2.4: `no-cache="Set-Cookie"` forbids reusing the named fields without a revalidation, and this
+    /// cache replays answers whole: it revalidates. Before, the qualified form counted as no directive, and the answer,
+    /// its `Set-Cookie` included, was served fresh.
+    func testAQualifiedNoCacheRevalidates() {
+        serve(headers: [("Cache-Control", "max-age=60, no-cache=\"Set-Cookie\""), ("Set-Cookie", "session=alice")])
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated")
+        XCTAssertEqual(conditions(), ["-", "\"v1\""])
+    }
+
     /// RFC 9111 §1.2.2: `max-age` and `Age` are digits only; another form makes the answer stale (revalidated), and
     /// a number past 2^31 is 2^31 (fresh).
     func testMaxAgeIsDigitsOnly() {
