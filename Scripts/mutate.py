@@ -89,8 +89,8 @@ def catalogue(text):
     return mutants
 
 def run(command, cwd, timeout):
-    """Runs `command` in a process group of its own; on timeout the whole group (swift test's
-    xctest child included) is killed, so a hanging mutant leaves nothing behind."""
+    """Runs `command` in a process group of its own; on timeout the whole group is killed, and every process
+    running from this checkout's .build (swift test's xctest child), so a hanging mutant leaves nothing behind."""
     # errors="replace": a test may print bytes that are not UTF-8 (a mutant's half of a character);
     # reading them must not end the run (CI on 55785f3 stopped with a UnicodeDecodeError).
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -100,6 +100,8 @@ def run(command, cwd, timeout):
         return process.returncode, output
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, 9)
+        # swift test may start xctest in a group of its own: two hung ones outlived CI on 12e8945.
+        subprocess.run(["pkill", "-9", "-f", os.path.join(os.path.abspath(cwd), ".build") + "/"], check=False)
         output, _ = process.communicate()
         return 124, output
 

@@ -206,6 +206,8 @@ for name, path, old, new, tests in chosen:
             returncode = t.wait(timeout=600)
         except subprocess.TimeoutExpired:
             os.killpg(t.pid, 9); t.wait(); returncode = "timeout"
+            # xctest may run in a group of its own (see Scripts/mutate.py): what runs from this .build goes too.
+            subprocess.run(["pkill", "-9", "-f", os.path.join(os.getcwd(), ".build") + "/"], check=False)
         verdict = "killed" if returncode != 0 else "SURVIVED"
         survived = survived or verdict == "SURVIVED"
         print(f"{verdict}: {name}", flush=True)
