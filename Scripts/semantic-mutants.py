@@ -162,6 +162,7 @@ cases = [
  ("any Content-Type accepted", S, '''guard media == "text/event-stream" else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("an event without data dispatched", S, '''guard hasData else { return nil }''', '''''', "ServerSentEventsTests"),
  ("idle timeout not checked", C, '''if value.stream != nil || value.transfer != nil, !(snapshot.idleTimeout > 0) {''', '''if false, !(snapshot.idleTimeout > 0) {''', "TransferTimeoutTests"),
+ ("SSE: events(in:) ends quietly on a network error", S, '''let failure = source.request == nil ? nil : error as? CustomError''', '''let failure = error as? CustomError''', "ServerSentEventsTests"),
  ("SSE: a huge retry not capped", S, '''let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)''', '''let delay = Double(parser.reconnectionTime) / 1000''', "ServerSentEventsTests"),
  ("stream: a second reader replaces the first", C, '''guard reader == nil else {''', '''guard true else {''', "StreamingTests"),
  ("lines: no bound on a line", C, '''if partial.count > limit {''', '''if false, partial.count > limit {''', "StreamingTests"),

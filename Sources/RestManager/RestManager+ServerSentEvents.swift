@@ -11,7 +11,7 @@ extension RestManager {
 
     /// Server-Sent Events from `request` (GET, `Accept: text/event-stream` added), reconnecting as the WHATWG
     /// EventSource rules say, until the task is cancelled or the server ends the stream. A request with a body fails
-    /// with `.bodyEncodingFailed` (a GET carries none: read a POST stream with `stream(_:)`).
+    /// with `.bodyEncodingFailed` (a GET carries none: read a POST stream with `events(in:)`).
     /// ```swift
     /// for try await event in rest.events(for: RestManager.Request(url: URL(string: "chat/stream")!)) {
     ///     print(event.event, event.data)
@@ -23,6 +23,16 @@ extension RestManager {
     /// `text/event-stream`, a TLS failure, or an event or line longer than `ResponseBody.maximumUnreadBytes` before any
     /// event of its connection ends it with an error. Cancelling the task ends it (returns nil).
     public func events(for request: Request) -> ServerSentEvents { ServerSentEvents(manager: self, request: request) }
+
+    /// The events of a body that `stream(_:)` returned, parsed as `events(for:)` does but never sent again: for a POST
+    /// stream (an LLM's), which a reconnection would start over. Ends with the body; throws the error that ends it.
+    /// ```swift
+    /// let (body, _) = try await rest.stream(chatRequest)  // a POST with a JSON body
+    /// for try await event in rest.events(in: body) where event.data != "[DONE]" { print(event.data) }
+    /// ```
+    public func events(in body: ResponseBody) -> ServerSentEvents {
+        ServerSentEvents(manager: self, request: nil, body: body)
+    }
 
     /// One event, as dispatched by the stream.
     public struct ServerSentEvent: Sendable, Equatable {
@@ -43,31 +53,27 @@ extension RestManager {
         }
     }
 
-    /// The events of one `events(for:)` call: an AsyncSequence of `ServerSentEvent`, one consumer.
+    /// The events of one `events(for:)` or `events(in:)` call: an AsyncSequence of `ServerSentEvent`, one consumer.
     public struct ServerSentEvents: AsyncSequence, Sendable {
         /// An event.
         public typealias Element = ServerSentEvent
         let manager: RestManager
-        let request: Request
+        /// What `events(for:)` sends and sends again; nil for `events(in:)`, which reads `body` only.
+        let request: Request?
+        var body: ResponseBody? = nil
 
         /// Connects when first asked for an event.
-        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(manager: manager, request: request) }
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: self) }
 
         /// Gives the events in order, reconnecting as needed; nil once the stream ended or the task was cancelled.
         public struct AsyncIterator: AsyncIteratorProtocol {
-            let manager: RestManager
-            let request: Request
-            private var parser = EventStreamParser()
-            private var lines: ResponseBody.Lines.AsyncIterator?
-            private var connections = 0
-            private var ended = false
+            let source: ServerSentEvents
+            var parser = EventStreamParser()
+            var lines: ResponseBody.Lines.AsyncIterator?
+            var connections = 0
+            var ended = false
             /// Whether the current connection has dispatched an event (a reader that fell behind made progress).
-            private var dispatched = false
-
-            init(manager: RestManager, request: Request) {
-                self.manager = manager
-                self.request = request
-            }
+            var dispatched = false
 
             /// The next event.
             public mutating func next() async throws -> ServerSentEvent? {
@@ -95,18 +101,20 @@ extension RestManager {
 
             /// Opens a connection (after the first, with the last event ID) and checks its head.
             private mutating func connect() async throws {
-                var request = self.request
-                // A body would be dropped without a word (an LLM's POST stream, say): that is the caller's mistake.
+                guard var request = source.request else {
+                    lines = source.body?.lines.makeAsyncIterator()
+                    return
+                }
                 guard request.body == nil, request.bodyParameters.totalItems() == 0, request.files.isEmpty else {
                     let reason = "events(for:) sends GET, as EventSource does, which carries no body; read a POST "
-                    throw CustomError.bodyEncodingFailed(reason + "stream with stream(_:) and its lines")
+                    throw CustomError.bodyEncodingFailed(reason + "stream with stream(_:) and events(in:)")
                 }
                 request.method = .get
                 request.headers.add(value: "text/event-stream", forKey: "Accept")
                 if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }
                 connections += 1
                 dispatched = false
-                let (body, response) = try await manager.stream(request)
+                let (body, response) = try await source.manager.stream(request)
                 if response.httpStatusCode == 204 {
                     ended = true
                     return
@@ -130,7 +138,8 @@ extension RestManager {
                     ended = true
                     return
                 }
-                let failure = error as? CustomError
+                // Every error ends `events(in:)`: its body has no second connection.
+                let failure = source.request == nil ? nil : error as? CustomError
                 switch failure {
                 case .transport(let urlError)? where urlError.code == .dataLengthExceedsMaximum && !dispatched:
                     // An event or a line too long to hold: it would come first again after every reconnection.
@@ -152,12 +161,17 @@ extension RestManager {
             private mutating func reconnect(because reason: String) async throws {
                 lines = nil
                 parser.endStream()
+                guard let request = source.request else {
+                    ended = true
+                    return
+                }
                 // At most 10^9 s: a server's `retry: 99999999999999999` would overflow the sleep's nanoseconds.
                 let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)
                 let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
                 let named = URLRequest(
-                    url: URL(string: request.url.relativeString, relativeTo: manager.baseURL) ?? request.url)
-                manager.eventHandler?(.retrying(named, attempt: connections, delay: delay, reason: reason + resumed))
+                    url: URL(string: request.url.relativeString, relativeTo: source.manager.baseURL) ?? request.url)
+                source.manager.eventHandler?(
+                    .retrying(named, attempt: connections, delay: delay, reason: reason + resumed))
                 do {
                     try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
                 } catch {

@@ -218,10 +218,51 @@ final class ServerSentEventsTests: MockServerTestCase {
                 XCTAssertEqual(
                     "\(error)",
                     "The request body could not be encoded: events(for:) sends GET, as EventSource does, which carries no "
-                        + "body; read a POST stream with stream(_:) and its lines.")
+                        + "body; read a POST stream with stream(_:) and events(in:).")
             }
         }
         XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
+    /// `events(in:)` reads a POST stream (an LLM's) with the same parser, split at every byte, and never sends it again:
+    /// the end of the body ends the sequence (an unterminated last event dropped) although the stream set `retry`.
+    func testEventsInAPostStreamAreParsedOnceWithoutReconnecting() async throws {
+        let bytes = Array(Self.stream.utf8)
+        for split in 1..<bytes.count {
+            server.removeAllStubs()
+            server.clearReceivedRequests()
+            let pieces = [MockServer.Response.Piece(Data(bytes[..<split])), .init(after: 0.005, Data(bytes[split...]))]
+            server.stub("POST", path: "/chat", response: .streamed(pieces, contentType: "text/event-stream"))
+            var chat = RestManager.Request(.post, url: url("/chat"))
+            try chat.setBody(["prompt": "hi"])
+            let (body, response) = try await rest.stream(chat)
+            XCTAssertEqual(response.httpStatusCode, 200)
+            var events: [Event] = []
+            for try await event in rest.events(in: body) { events.append(event) }
+            XCTAssertEqual(events, Self.expected, "split at \(split)")
+            XCTAssertEqual(server.receivedRequests.map(\.method), ["POST"], "split at \(split)")
+            XCTAssertEqual(server.receivedRequests.first?.body, Data(#"{"prompt":"hi"}"#.utf8))
+        }
+    }
+
+    /// A network error in the middle of a POST stream ends `events(in:)` with that error after the events before it;
+    /// nothing is sent again (`events(for:)` would reconnect).
+    func testEventsInABodyCutShortEndWithTheNetworkError() async throws {
+        var broken = MockServer.Response(
+            status: 200, headers: [("Content-Type", "text/event-stream")], body: Data("data: one\n\nretry: 10\ndata: lost\n".utf8))
+        broken.fault = .closeMidBody
+        server.stub("POST", path: "/chat", response: broken)
+        let (body, _) = try await rest.stream(RestManager.Request(.post, url: url("/chat")))
+        var events: [Event] = []
+        do {
+            for try await event in rest.events(in: body) { events.append(event) }
+            XCTFail("a body cut short must end with an error")
+        } catch RestManager.CustomError.transport(let error) {
+            // FoundationNetworking: -1, "transfer closed with 16 bytes remaining to read".
+            XCTAssertTrue([.networkConnectionLost, .unknown].contains(error.code), "\(error.code)")
+        }
+        XCTAssertEqual(events, [Event(data: "one")])
+        XCTAssertEqual(server.receivedRequests.count, 1)
     }
 
     func testAFirstAnswerOf204IsAnEmptySequence() async throws {
