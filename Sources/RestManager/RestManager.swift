@@ -110,8 +110,8 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.maximumResponseSize = newValue.map { max(0, $0) } } }
     }
 
-    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers and settings, the timeout included) share one
-    /// network call; every caller still gets its own completion. Never applies to other methods.
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers as the interceptors made them, and settings, the
+    /// timeout included) share one network call; every caller still gets its own completion. Never other methods.
     public var deduplicatesRequests: Bool {
         get { withState { $0.deduplicates } }
         set { withState { $0.deduplicates = newValue } }
@@ -1111,20 +1111,11 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// The body format named by a `Content-Type` value (media type only, any case).
-    struct ContentKind {
-        let isJSON: Bool
-        let isForm: Bool
-        let isMultipart: Bool
-
-        init(_ contentType: String?) {
-            let media =
-                (contentType ?? "").split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces)
-                .lowercased() ?? ""
-            isJSON = media == "application/json" || media.hasSuffix("+json")
-            isForm = media == "application/x-www-form-urlencoded"
-            isMultipart = media == "multipart/form-data"
-        }
+    /// The media type of a `Content-Type` value, lower-cased without parameters; a JSON type (`+json`) is
+    /// `application/json`.
+    static func mediaType(_ contentType: String?) -> String {
+        let media = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        return media.hasSuffix("+json") ? "application/json" : media
     }
 
     enum RequestBuilder {
@@ -1190,9 +1181,9 @@ public final class RestManager: @unchecked Sendable {
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
         /// The body for the request, chosen by `Content-Type` (and setting it when missing).
         static func body(for snapshot: Request, headers: inout RestEntity) throws -> Data? {
-            let kind = ContentKind(headers.value(forKey: "Content-Type"))
+            let media = RestManager.mediaType(headers.value(forKey: "Content-Type"))
             // Multipart only for files or fields to encode: a raw multipart `httpBody` goes as is.
-            if !snapshot.files.isEmpty || (kind.isMultipart && snapshot.bodyParameters.totalItems() > 0) {
+            if !snapshot.files.isEmpty || (media == "multipart/form-data" && snapshot.bodyParameters.totalItems() > 0) {
                 var multipart = MultipartBody()
                 for (name, value) in snapshot.bodyParameters.orderedPairs {
                     multipart.addField(name: name, value: value)
@@ -1202,8 +1193,10 @@ public final class RestManager: @unchecked Sendable {
                 return multipart.encoded()
             }
             if snapshot.bodyParameters.totalItems() > 0 {
-                if kind.isForm { return Data(snapshot.bodyParameters.formURLEncoded.utf8) }
-                if !kind.isJSON {
+                if media == "application/x-www-form-urlencoded" {
+                    return Data(snapshot.bodyParameters.formURLEncoded.utf8)
+                }
+                if media != "application/json" {
                     if let type = headers.value(forKey: "Content-Type") {
                         let reason = "httpBodyParameters cannot be sent as '\(type)'; use httpBody"
                         throw CustomError.bodyEncodingFailed(reason)
@@ -1370,11 +1363,12 @@ public final class RestManager: @unchecked Sendable {
 
         /// A body with the values of secret-named JSON (object members at any depth) or form fields `<redacted>`.
         static func body(_ body: Data, contentType: String?) -> Data {
-            let kind = ContentKind(contentType)
-            if kind.isForm, let text = String(data: body, encoding: .utf8) {
+            let media = RestManager.mediaType(contentType)
+            if media == "application/x-www-form-urlencoded", let text = String(data: body, encoding: .utf8) {
                 return Data(redactingPairs(Substring(text), decodingPlus: true).utf8)
             }
-            guard kind.isJSON, let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
+            guard media == "application/json",
+                let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
             else { return body }
             var found = false
             let redacted = redactingJSON(object, found: &found)
@@ -1453,7 +1447,7 @@ public final class RestManager: @unchecked Sendable {
 
         /// `Content-Type: application/json` unless a JSON type is set.
         static func setJSONContentType(_ headers: inout RestEntity) {
-            if !ContentKind(headers.value(forKey: "Content-Type")).isJSON {
+            if RestManager.mediaType(headers.value(forKey: "Content-Type")) != "application/json" {
                 headers.add(value: "application/json", forKey: "Content-Type")
             }
         }
@@ -1576,26 +1570,10 @@ public final class RestManager: @unchecked Sendable {
         handle.describe(request)
         // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
         let shared = snapshot.deduplicates && [.get, .head].contains(value.method) && value.transfer == nil
-        let key = shared && value.stream == nil && value.interceptors.isEmpty ? Self.sharingKey(request, snapshot) : nil
-        let inFlight = self.inFlight
-        let onFinish = key.map { key in
-            { @Sendable (finished: Exchange) in inFlight.withLock { if $0[key] === finished { $0[key] = nil } } }
-        }
         let exchange = Exchange(
             request: request, value: value, snapshot: snapshot, transport: transport, started: started,
-            onFinish: onFinish)
-        guard let key else {
-            if exchange.add(handle) { exchange.start() }
-            return
-        }
-        // Joins an identical exchange in flight, or starts this one, which later callers can join.
-        let starts = inFlight.withLock { table -> Bool in
-            if let existing = table[key], existing.add(handle) { return false }
-            guard exchange.add(handle) else { return false }
-            table[key] = exchange
-            return true
-        }
-        if starts { exchange.start() }
+            sharing: shared && value.stream == nil && value.interceptors.isEmpty ? inFlight : nil)
+        if exchange.add(handle) { exchange.start() }
     }
 
     /// What two requests sharing one network call have in common: the request and each setting changing its outcome.
@@ -1879,6 +1857,7 @@ public final class RestManager: @unchecked Sendable {
     /// ```
     /// start() arms the deadline (timer queue) --> adapting(1)
     /// adapting(n) -- the interceptors' adapt (a task; none without interceptors) --> sending(redirects: 0)
+    /// adapting(1) -- an identical call is on the wire (de-duplication): the handle joins it --> finished, unseen
     /// sending(k) -- a redirect, or the rest of a short download (delegate queue) --> sending(k + 1 | k)
     /// sending(k) -- the task completes (delegate queue) --> deciding(n): the interceptors' decide (a task)
     /// deciding(n) -- a retry (RetryPolicy, the authenticator's resend) --> waiting(n) -- its timer --> adapting(n + 1)
@@ -1895,7 +1874,9 @@ public final class RestManager: @unchecked Sendable {
         private var firstURL: URL { firstRequest.url ?? URL(fileURLWithPath: "/") }
         /// The call's settings (deadline, redirects, size limit, credentials, retries, events).
         private let settings: Snapshot
-        private let onFinish: (@Sendable (Exchange) -> Void)?
+        /// Identical calls in flight by `sharingKey`, when this call may share one (de-duplication), and its key there.
+        private let sharing: Locked<[String: Exchange]>?
+        private var sharedKey: String?
         private var handles: [RequestHandle] = []
         private var task: URLSessionDataTask?
         /// The deadline, a retry's delay, progress reports: cancelled when the exchange finishes.
@@ -1929,12 +1910,12 @@ public final class RestManager: @unchecked Sendable {
 
         init(
             request: URLRequest, value: Request, snapshot: Snapshot, transport: Transport, started: DispatchTime,
-            onFinish: (@Sendable (Exchange) -> Void)?
+            sharing: Locked<[String: Exchange]>?
         ) {
             self.started = started
             self.settings = snapshot
             self.transport = transport
-            self.onFinish = onFinish
+            self.sharing = sharing
             self.request = request
             self.firstRequest = request
             self.attemptRequest = request
@@ -2019,6 +2000,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func transmit(_ next: URLRequest, attempt number: Int) {
+            // Shared as adapted (its token included): a call made after a new login never gets the last user's answer.
+            if number == 1, let sharing, joinedAnother(sharing, sending: next) { return }
             let proceed = lock.withLock { () -> Bool in
                 guard !finished else { return false }
                 state = .sending(redirects: 0)
@@ -2088,6 +2071,20 @@ public final class RestManager: @unchecked Sendable {
             } catch {
                 return Results(withError: CustomError.wrap(error))
             }
+        }
+
+        /// Hands this call's handle to an identical call in flight (this one then ends unseen), or records this one there.
+        private func joinedAnother(_ table: Locked<[String: Exchange]>, sending request: URLRequest) -> Bool {
+            let key = RestManager.sharingKey(request, settings)
+            let waiting = lock.withLock { handles }
+            let joined = table.withLock { table -> Bool in
+                if let existing = table[key], waiting.allSatisfy({ existing.add($0) }) { return true }
+                table[key] = self
+                lock.withLock { sharedKey = key }
+                return false
+            }
+            if joined { waiting.forEach(remove) }
+            return joined
         }
 
         private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
@@ -2298,7 +2295,7 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let outcome else { return }
             release(outcome.resources)
-            onFinish?(self)
+            if let key = lock.withLock({ sharedKey }) { sharing?.withLock { if $0[key] === self { $0[key] = nil } } }
             for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }
         }
 

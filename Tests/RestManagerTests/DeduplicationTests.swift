@@ -86,6 +86,30 @@ final class DeduplicationTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
 
+    /// Calls are shared as the interceptors adapted them, the authenticator's token included: after a logout and
+    /// another user's login, a GET identical to one still in flight goes out with the new token and gets its own answer
+    /// (before, it joined the first user's call and got that user's answer). Calls with the same token share one.
+    func testACallWithAnotherUsersTokenIsNotShared() async throws {
+        rest.deduplicatesRequests = true
+        let authenticator = RestManager.Authenticator(credential: .init(accessToken: "alice")) { _ in
+            throw URLError(.userAuthenticationRequired)
+        }
+        rest.authenticator = authenticator
+        let rest = self.rest!
+        let target = url("/_test/delay?seconds=2")
+        let seen = { @Sendable (results: RestManager.Results) in (try? results.decode(Echo.self))?.header("Authorization") }
+        let alice = Task { seen(await rest.makeRequest(RestManager.Request(url: target))) }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while server.receivedRequests.isEmpty, Date() < deadline { usleep(5_000) }
+        authenticator.credential = nil
+        authenticator.credential = .init(accessToken: "bob")
+        let bob = (0..<2).map { _ in Task { seen(await rest.makeRequest(RestManager.Request(url: target))) } }
+        var answers = [await alice.value]
+        for task in bob { answers.append(await task.value) }
+        XCTAssertEqual(answers, ["Bearer alice", "Bearer bob", "Bearer bob"])
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") }, ["Bearer alice", "Bearer bob"])
+    }
+
     func testPostsAreNeverShared() {
         rest.deduplicatesRequests = true
         XCTAssertEqual(fire(4, .post, "/_test/delay?seconds=0.3").count, 4)

@@ -57,6 +57,24 @@ final class ErrorTests: MockServerTestCase {
         }
     }
 
+    /// Success is 2xx exactly: 299 is one, 300 (Multiple Choices, not followed: it has no Location here) is not.
+    func testOnlyA2xxStatusIsASuccess() async throws {
+        for (status, success) in [(200, true), (226, true), (299, true), (300, false)] {
+            server.stub("GET", path: "/status", response: .text("s", status: status))
+            let results = send(.get, "/status")
+            XCTAssertEqual(results.statusCode, status)
+            XCTAssertEqual(results.isSuccess, success, "\(status)")
+            do {
+                let data = try await rest.data(fromURL: url("/status"))
+                XCTAssertTrue(success, "\(status) read as a success")
+                XCTAssertEqual(data, Data("s".utf8))
+            } catch RestManager.CustomError.unacceptableStatusCode(let code, _) {
+                XCTAssertFalse(success, "\(status) read as a failure")
+                XCTAssertEqual(code, status)
+            }
+        }
+    }
+
     func testBrokenResponsesAreTransportErrors() {
         for path in ["/_test/close-before-response", "/_test/close-mid-body", "/_test/garbage"] {
             let results = send(.get, path)
