@@ -110,8 +110,8 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.maximumResponseSize = newValue.map { max(0, $0) } } }
     }
 
-    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers as the interceptors made them, and settings, the
-    /// timeout included) share one network call; every caller still gets its own completion. Never other methods.
+    /// Opt-in: identical concurrent GET/HEAD requests (same URL, headers as interceptors made them, settings, timeout)
+    /// share one network call; every caller still gets its own completion. Never applies to other methods.
     public var deduplicatesRequests: Bool {
         get { withState { $0.deduplicates } }
         set { withState { $0.deduplicates = newValue } }
@@ -132,16 +132,14 @@ public final class RestManager: @unchecked Sendable {
         set { withState { $0.interceptors = newValue } }
     }
 
-    /// The interceptor that runs after all others, the request's own included: the retry policy (the
-    /// RestManager+RetryPolicy.swift add-on sets it).
+    /// Runs after every other interceptor, the request's own too: the retry policy (RestManager+RetryPolicy.swift).
     var lastInterceptor: (any Interceptor)? {
         get { withState { $0.lastInterceptor } }
         set { withState { $0.lastInterceptor = newValue } }
     }
 
-    /// Told of every attempt, retry, credential refresh and finished call, on no particular queue (keep it quick; it
-    /// must not wait for this manager's requests): `rest.eventHandler = { print($0) }` logs one line each, secrets
-    /// redacted.
+    /// Told of every attempt, retry, credential refresh and finished call, on any queue (keep it quick: it must not
+    /// wait for this manager's requests). `rest.eventHandler = { print($0) }` logs one line each, secrets redacted.
     public var eventHandler: (@Sendable (Event) -> Void)? {
         get { withState { $0.eventHandler } }
         set { withState { $0.eventHandler = newValue } }
@@ -188,8 +186,7 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// Sets `httpBody` to `value` encoded as JSON, and `Content-Type` to `application/json` unless a JSON type is
-    /// already set.
+    /// Sets `httpBody` to `value` as JSON, and `Content-Type` to `application/json` unless a JSON type is set.
     /// - Throws: `CustomError.bodyEncodingFailed` when the value cannot be encoded.
     public func setHttpBody<Value: Encodable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) throws {
         let data = try Encoding.json(value, encoder: encoder)
@@ -268,8 +265,7 @@ public final class RestManager: @unchecked Sendable {
     /// decoder.keyDecodingStrategy = .convertFromSnakeCase
     /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
     /// ```
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport
-    ///   error.
+    /// - Throws: `.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
         decoder: JSONDecoder = JSONDecoder(), timeoutInterval: TimeInterval? = nil
@@ -281,8 +277,7 @@ public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: utilities
 
-    /// The `curl` command line for the request `makeRequest` would send now; secrets are `<redacted>` unless
-    /// `revealingSecrets`.
+    /// The `curl` command for the request `makeRequest` would send now; secrets `<redacted>` unless `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(
         forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false
@@ -343,8 +338,7 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
-    /// - Throws: `CustomError.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport
-    ///   error.
+    /// - Throws: `.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, for request: Request, decoder: JSONDecoder = JSONDecoder()
     ) async throws -> Value {
@@ -353,8 +347,7 @@ public final class RestManager: @unchecked Sendable {
         return try results.decode(type, using: decoder)
     }
 
-    /// The `curl` command line for `request` as sent now (without the credential); secrets `<redacted>` unless
-    /// `revealingSecrets`.
+    /// The `curl` command for `request` as sent now (no token); secrets `<redacted>` unless `revealingSecrets`.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
     public func curlCommand(for request: Request, revealingSecrets: Bool = false) throws -> String {
         RequestBuilder.curlCommand(
@@ -1581,8 +1574,7 @@ public final class RestManager: @unchecked Sendable {
         let headers = (request.allHTTPHeaderFields ?? [:]).map { "\($0.key.lowercased()):\($0.value)" }.sorted()
         let limits = [snapshot.maximumRedirects, snapshot.maximumResponseSize ?? -1]
         let settings = "\(snapshot.followsRedirects) \(limits) \(snapshot.timeout)"
-        let queue = ObjectIdentifier(snapshot.callbackQueue).hashValue
-        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(settings) \(queue)"
+        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(settings)"
     }
 
     /// Owns the manager's one URLSession; in-flight exchanges keep it alive after the manager is gone.
@@ -2073,14 +2065,18 @@ public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// Hands this call's handle to an identical call in flight (this one then ends unseen), or records this one there.
+        /// Hands this call's handle to an identical call in flight (this one ends unseen), or records this one there.
         private func joinedAnother(_ table: Locked<[String: Exchange]>, sending request: URLRequest) -> Bool {
             let key = RestManager.sharingKey(request, settings)
             let waiting = lock.withLock { handles }
             let joined = table.withLock { table -> Bool in
                 if let existing = table[key], waiting.allSatisfy({ existing.add($0) }) { return true }
-                table[key] = self
-                lock.withLock { sharedKey = key }
+                // Only a call that runs: `finish` takes out the entry it sees recorded, and a finished one saw none.
+                let runs = lock.withLock { () -> Bool in
+                    if !finished { sharedKey = key }
+                    return !finished
+                }
+                if runs { table[key] = self }
                 return false
             }
             if joined { waiting.forEach(remove) }

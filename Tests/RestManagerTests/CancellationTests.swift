@@ -84,6 +84,26 @@ final class CancellationTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/status/201"])
     }
 
+    /// The same for a stream: `stream(_:)` in a cancelled task throws `.cancelled` and sends nothing.
+    func testAlreadyCancelledTaskNeverSendsAStream() async throws {
+        let rest = try XCTUnwrap(self.rest)
+        let target = url("/_test/stream?count=3")
+        let task = Task { () -> Error? in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do {
+                _ = try await rest.stream(RestManager.Request(url: target))
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let error = await task.value
+        XCTAssertTrue((error as? RestManager.CustomError)?.isCancellation ?? false, "\(String(describing: error))")
+        let sentinel = await rest.makeRequest(toURL: url("/_test/status/201"), withHttpMethod: .get)
+        XCTAssertEqual(sentinel.statusCode, 201)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/_test/status/201"])
+    }
+
     func testThrowingAPIThrowsCancellation() async throws {
         let rest = try XCTUnwrap(self.rest)
         let target = url("/_test/hang")

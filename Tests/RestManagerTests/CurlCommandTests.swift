@@ -30,6 +30,16 @@ final class CurlCommandTests: MockServerTestCase {
         XCTAssertFalse(line.contains("--data"))
     }
 
+    /// HEAD is `--head` (with `-X HEAD` curl waits for a body that never comes); other methods are `-X NAME`.
+    func testCurlLineOfAHeadUsesTheHeadFlag() throws {
+        let target = try XCTUnwrap(URL(string: "http://127.0.0.1:1/a"))
+        let head = try rest.curlCommand(forURL: target, withHttpMethod: .head)
+        XCTAssertTrue(head.hasPrefix("curl --head 'http://127.0.0.1:1/a' -H"), head)
+        XCTAssertFalse(head.contains("-X"), head)
+        let delete = try rest.curlCommand(forURL: target, withHttpMethod: .delete)
+        XCTAssertTrue(delete.hasPrefix("curl -X DELETE 'http://127.0.0.1:1/a' -H"), delete)
+    }
+
     func testCurlRefusesInvalidInputLikeMakeRequest() {
         rest.requestHttpHeaders.add(value: "a\nb", forKey: "X-Bad")
         XCTAssertThrowsError(try rest.curlCommand(forURL: URL(string: "http://127.0.0.1/")!, withHttpMethod: .get))

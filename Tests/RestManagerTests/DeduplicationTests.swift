@@ -110,6 +110,51 @@ final class DeduplicationTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") }, ["Bearer alice", "Bearer bob"])
     }
 
+    /// A size limit changes the outcome: a caller with a 10-byte limit and one without never share a call (the second
+    /// would get the first's `.responseTooLarge`, or the first a body past its limit).
+    func testCallsWithOtherSizeLimitsAreNotShared() {
+        rest.deduplicatesRequests = true
+        let box = ResultBox<(Int?, RestManager.Results)>()
+        let group = DispatchGroup()
+        for limit in [10, nil] {
+            rest.maximumResponseSize = limit
+            group.enter()
+            rest.makeRequest(toURL: url("/_test/delay?seconds=0.5"), withHttpMethod: .get) { results in
+                box.set((limit, results))
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        let limited = box.all.first { $0.0 == 10 }?.1
+        let unlimited = box.all.first { $0.0 == nil }?.1
+        guard case .responseTooLarge(10)? = limited?.error as? RestManager.CustomError else {
+            return XCTFail("the 10-byte caller: \(String(describing: limited?.error))")
+        }
+        XCTAssertEqual(unlimited?.statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.count, 2)
+    }
+
+    /// Callers with other callback queues share one call, and each completion runs on its caller's own queue.
+    func testSharedCallersAreCalledBackOnTheirOwnQueues() {
+        rest.deduplicatesRequests = true
+        let key = DispatchSpecificKey<Int>()
+        let box = ResultBox<(Int, Int?)>()
+        let group = DispatchGroup()
+        for number in 1...3 {
+            let queue = DispatchQueue(label: "caller \(number)")
+            queue.setSpecific(key: key, value: number)
+            rest.callbackQueue = queue
+            group.enter()
+            rest.makeRequest(toURL: url("/_test/delay?seconds=2"), withHttpMethod: .get) { _ in
+                box.set((number, DispatchQueue.getSpecific(key: key)))
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        XCTAssertEqual(box.all.sorted { $0.0 < $1.0 }.map { $0.1 }, [1, 2, 3])
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
     func testPostsAreNeverShared() {
         rest.deduplicatesRequests = true
         XCTAssertEqual(fire(4, .post, "/_test/delay?seconds=0.3").count, 4)

@@ -75,6 +75,18 @@ final class EventTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.filter { $0.target == "/_test/delay?seconds=0.3" }.count, 1, "one network call")
     }
 
+    /// A call cancelled on the wire is named as it was built (the base URL joined, the query added), not by the
+    /// relative URL it was made with.
+    func testACancelledCallIsNamedAsBuilt() throws {
+        rest.baseURL = server.baseURL
+        var request = RestManager.Request(url: try XCTUnwrap(URL(string: "_test/delay?seconds=5")))
+        request.queryParameters.add(value: "2", forKey: "page")
+        let cancelled = finishedWhenCompleted { completion in rest.makeRequest(request, completion: completion).cancel() }
+        XCTAssertEqual(cancelled.count, 1, "\(cancelled)")
+        let named = "finished GET \(server.baseURL.absoluteString)/_test/delay?seconds=5&page=2 failed: The request was cancelled. in "
+        XCTAssertTrue(cancelled.first?.hasPrefix(named) ?? false, "\(cancelled)")
+    }
+
     /// The duration counts from the call's start: at least the server's delay, and it says milliseconds.
     func testTheDurationCoversTheWholeCall() throws {
         server.stub(path: "/slow") { _ in

@@ -44,10 +44,16 @@ final class QueryEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.rawQuery, "a=1&page=2")
     }
 
-    /// A fragment is never sent; with no parameters to add, the URL's own query goes exactly as written.
+    /// A fragment is never sent, nor kept in the request built (libcurl would drop it; events and cURL would show it);
+    /// with no parameters to add, the URL's own query goes exactly as written.
     func testAFragmentIsDroppedAndTheQueryLeftAlone() throws {
         XCTAssertEqual(try echo(send(.get, "/_test/echo?a=b#section")).rawQuery, "a=b")
         XCTAssertNil(try echo(send(.get, "/_test/echo#section")).rawQuery)
+        let built = { try self.rest.makeURLRequest(toURL: self.url($0), withHttpMethod: .get).url?.absoluteString }
+        XCTAssertEqual(try built("/_test/echo?a=b#section"), url("/_test/echo?a=b").absoluteString)
+        rest.urlQueryParameters.add(value: "2", forKey: "page")
+        XCTAssertEqual(try built("/_test/echo?a=b#section"), url("/_test/echo?a=b&page=2").absoluteString)
+        XCTAssertEqual(try echo(send(.get, "/_test/echo?a=b#section")).rawQuery, "a=b&page=2")
     }
 
     /// RFC 3986's unreserved characters go out as they are, in names and values.

@@ -35,6 +35,18 @@ final class RedirectTests: MockServerTestCase {
         XCTAssertEqual(try echo(send(.delete, "/_test/redirect/303?to=/_test/echo")).method, "GET")
     }
 
+    /// A relative `Location` is resolved against the URL that answered with it, not the first one (RFC 9110 §10.2.2):
+    /// `/a/first` → `/b/second` → `third` is `/b/third`.
+    func testARelativeLocationIsResolvedAgainstTheURLThatSentIt() throws {
+        server.stub("GET", path: "/a/first", response: MockServer.Response(status: 302, headers: [("Location", "/b/second")]))
+        server.stub("GET", path: "/b/second", response: MockServer.Response(status: 302, headers: [("Location", "third?x=1")]))
+        server.stub("GET", path: "/b/third", response: .text("b"))
+        server.stub("GET", path: "/a/third", response: .text("a"))
+        let results = send(.get, "/a/first")
+        XCTAssertEqual(results.data, Data("b".utf8))
+        XCTAssertEqual(server.receivedRequests.map(\.target), ["/a/first", "/b/second", "/b/third?x=1"])
+    }
+
     func testSecretsAreDroppedWhenTheHostChanges() throws {
         rest.requestHttpHeaders.add(value: "Bearer secret", forKey: "Authorization")
         rest.requestHttpHeaders.add(value: "a=1", forKey: "Cookie")
