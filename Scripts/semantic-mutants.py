@@ -73,6 +73,7 @@ cases = [
  ("finished names the call's relative URL", C, '''        func describe(_ request: URLRequest) { lock.withLock { eventRequest = request } }''', '''        func describe(_ request: URLRequest) {}''', "EventTests"),
  ("stream: an already cancelled task sends", C, '''        if Task.isCancelled { throw CustomError.cancelled }
         let buffer = StreamBuffer()''', '''        let buffer = StreamBuffer()''', "CancellationTests"),
+ ("a 300 is a success", C, '''public var isSuccess: Bool { error == nil && (200..<300).contains(statusCode ?? 0) }''', '''public var isSuccess: Bool { error == nil && (200...300).contains(statusCode ?? 0) }''', "ErrorTests"),
  ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
  ("an origin without its port", C, '''return "\\(scheme)://\\(url.host?.lowercased() ?? ""):\\(url.port ?? (scheme == "https" ? 443 : 80))"''', '''return "\\(scheme)://\\(url.host?.lowercased() ?? "")"''', "OriginTests|SecretTests|AuthenticatorScopeTests"),
  ("body headers dropped on a cross-origin 307", C, '''becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''[] as [String])''', "RedirectTests|SecretTests"),
