@@ -71,7 +71,10 @@ final class AuthenticatorTests: MockServerTestCase {
     func testAnExpiredCredentialIsRefreshedBeforeSending() {
         _ = install(Credential(accessToken: "old", expiresAt: Date(timeIntervalSinceNow: -1)))
         protect { $0 == "new-1" }
+        let events = ResultBox<String>()
+        rest.eventHandler = { event in if case .refreshingCredential = event { events.set("\(event)") } }
         XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+        XCTAssertEqual(events.all, ["refreshing the credential"], "a refresh before sending is reported too")
         XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") }, ["Bearer new-1"], "the old token never went out")
         XCTAssertEqual(refresher.count, 1)
         XCTAssertEqual(refresher.rejected, ["old"])
@@ -128,11 +131,33 @@ final class AuthenticatorTests: MockServerTestCase {
         }
         XCTAssertEqual(server.takeRequest(timeout: 5)?.header("Authorization"), "Bearer old")
         authenticator.credential = Credential(accessToken: "fresh")
+        // Another call goes out with the new token first: the old one is still known as this authenticator's.
+        XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+        XCTAssertEqual(server.takeRequest(timeout: 5)?.header("Authorization"), "Bearer fresh")
         loggedIn.signal()
         wait(for: [done], timeout: 10)
         XCTAssertEqual(box.value?.statusCode, 200)
         XCTAssertEqual(refresher.count, 0)
         XCTAssertEqual(server.takeRequest(timeout: 1)?.header("Authorization"), "Bearer fresh")
+    }
+
+    /// A server that revokes each token once it was used (rotation): every call gets a 401, a refresh and a 200. A new
+    /// token that worked once is proven, so its later 401 is not a rejection in a row: no call ever gives up.
+    func testTokensThatEachWorkOnceAreNeverCountedAsRejected() {
+        _ = install(Credential(accessToken: "first"))
+        let used = ResultBox<String>()
+        server.stub(path: "/secure") { request in
+            let token = request.header("Authorization") ?? ""
+            guard !used.all.contains(token) else { return MockServer.Response(status: 401) }
+            used.set(token)
+            return .text("ok")
+        }
+        XCTAssertEqual(send(.get, "/secure").statusCode, 200, "the first token, once")
+        for call in 2...6 {
+            let results = send(.get, "/secure")
+            XCTAssertEqual(results.statusCode, 200, "call \(call): \(String(describing: results.error))")
+        }
+        XCTAssertEqual(refresher.count, 5)
     }
 
     /// Each call is resent with a new token until three new tokens in a row were rejected: then `.authenticationFailed`.

@@ -263,6 +263,73 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertNil(cacheStatus(send(.get, "/b")), "b, the least recently used, went first")
         _ = send(.get, "/big")
         XCTAssertNil(cacheStatus(send(.get, "/big")), "larger than the whole cache")
+        // b came back (a, now the least recently used, went): an answer too large to store evicts nothing.
+        XCTAssertEqual(cacheStatus(send(.get, "/c")), "fresh", "an answer too large to store evicts nothing")
+        XCTAssertEqual(cacheStatus(send(.get, "/b")), "fresh")
+    }
+
+    /// Only a non-error answer to an unsafe method invalidates (RFC 9111 §4.4): a POST that failed with a 500, or a
+    /// DELETE refused with a 403, changed nothing.
+    func testAnUnsafeMethodThatFailedKeepsTheEntries() {
+        let item = MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data("item".utf8))
+        server.stub("GET", path: "/item", response: item)
+        server.stub("POST", path: "/item", response: MockServer.Response(status: 500))
+        server.stub("DELETE", path: "/item", response: MockServer.Response(status: 403))
+        _ = send(.get, "/item")
+        for (method, status) in [(RestManager.HttpMethod.post, 500), (.delete, 403)] {
+            XCTAssertEqual(send(method, "/item").statusCode, status)
+            XCTAssertEqual(cacheStatus(send(.get, "/item")), "fresh", "\(method) failed: the entry stays")
+        }
+    }
+
+    /// A 304 to validators the entry no longer has (another call replaced it meanwhile) is not merged into the new
+    /// entry: the call asks again, and gets the new body with its own ETag (not the 304's, which names the old one).
+    func testA304ForReplacedValidatorsIsNotMergedIntoTheNewEntry() async throws {
+        let count = ResultBox<Int>()
+        let replaced = DispatchSemaphore(value: 0)
+        let noCache = ("Cache-Control", "no-cache")
+        server.stub(path: "/doc") { request in
+            count.set(0)
+            let number = count.count
+            let asked = request.header("If-None-Match")
+            if number == 1 { return MockServer.Response(status: 200, headers: [("ETag", "\"v1\""), noCache], body: Data("one".utf8)) }
+            if number == 2 {
+                _ = replaced.wait(timeout: .now() + 10)
+                return MockServer.Response(status: 304, headers: [("ETag", "\"v1\""), noCache])
+            }
+            if asked == "\"v2\"" { return MockServer.Response(status: 304, headers: [("ETag", "\"v2\""), noCache]) }
+            return MockServer.Response(status: 200, headers: [("ETag", "\"v2\""), noCache], body: Data("two".utf8))
+        }
+        XCTAssertEqual(send(.get, "/doc").data, Data("one".utf8))
+        let rest = self.rest!
+        let target = url("/doc")
+        let slow = Task { await rest.makeRequest(toURL: target, withHttpMethod: .get) }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while server.receivedRequests.count < 2, Date() < deadline { usleep(5_000) }
+        XCTAssertEqual(send(.get, "/doc").data, Data("two".utf8), "the entry is replaced by version 2")
+        replaced.signal()
+        let late = await slow.value
+        XCTAssertEqual(late.data, Data("two".utf8))
+        XCTAssertEqual(late.response?.headers.value(forKey: "ETag"), "\"v2\"", "the body and its own validator")
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\"", "\"v2\""])
+    }
+
+    /// `Vary` names ignore case: an answer naming `accept-language` replaces the one that named `Accept-Language` for
+    /// the same language, and the next revalidation sends the new validator.
+    func testVaryNamesIgnoreCase() {
+        let version = VersionBox()
+        server.stub(path: "/doc") { request in
+            let etag = "\"v\(version.value)\""
+            let headers = [("ETag", etag), ("Vary", version.value == 1 ? "Accept-Language" : "accept-language"), ("Cache-Control", "no-cache")]
+            if request.header("If-None-Match") == etag { return MockServer.Response(status: 304, headers: headers) }
+            return MockServer.Response(status: 200, headers: headers, body: Data("body \(version.value)".utf8))
+        }
+        rest.requestHttpHeaders.add(value: "fr", forKey: "Accept-Language")
+        _ = send(.get, "/doc")
+        version.value = 2
+        XCTAssertEqual(send(.get, "/doc").data, Data("body 2".utf8))
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated")
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v2\""])
     }
 
     /// A later interceptor's decide sees the cached answer.

@@ -132,6 +132,20 @@ final class RetryPolicyTests: MockServerTestCase {
         server.enqueue(closed)
         XCTAssertEqual(send(.get, "/_test/status/201").statusCode, 201)
         XCTAssertEqual(server.receivedRequests.count, 2)
+        // A body cut short (-1 on Linux, "transfer closed with N bytes remaining") is retried too.
+        var cut = MockServer.Response(status: 200, headers: [("Content-Type", "text/plain")], body: Data("0123456789".utf8))
+        cut.fault = .closeMidBody
+        server.enqueue(cut)
+        let results = send(.get, "/_test/status/201")
+        XCTAssertEqual(results.statusCode, 201, "\(String(describing: results.error))")
+        XCTAssertEqual(server.receivedRequests.count, 4)
+    }
+
+    /// `Retry-After` may come with spaces or tabs around its value (RFC 9110's OWS): they are not part of it.
+    func testRetryAfterWithSpacesAroundItIsRead() {
+        XCTAssertEqual(RestManager.RetryPolicy.seconds(fromRetryAfter: " 2 "), 2)
+        XCTAssertEqual(RestManager.RetryPolicy.seconds(fromRetryAfter: "\t7 "), 7, "a tab is OWS too")
+        XCTAssertNotNil(RestManager.RetryPolicy.seconds(fromRetryAfter: "  Sun, 06 Nov 2094 08:49:37 GMT "))
     }
 
     func testTheNextAttemptMustStartBeforeTheDeadlineOrTheLastAnswerIsDelivered() {

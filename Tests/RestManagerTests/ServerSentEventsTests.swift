@@ -159,6 +159,22 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertTrue(retries.value?.contains("in 0.02 s") == true, retries.value ?? "")
     }
 
+    /// An `id` field with no value resets the last event ID to empty: the reconnection then sends no `Last-Event-ID`
+    /// (WHATWG §9.2.4 sends it only when it is not empty).
+    func testAnEmptyIDSendsNoLastEventIDOnReconnection() async throws {
+        let calls = ResultBox<Int>()
+        server.stub("GET", path: "/reset") { _ in
+            calls.set(0)
+            guard calls.count == 1 else { return MockServer.Response(status: 204) }
+            return .streamed([.init("retry: 10\nid: 1\ndata: one\n\nid\ndata: two\n\n")], contentType: "text/event-stream")
+        }
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/reset")) { events.append(event) }
+        XCTAssertEqual(events, [Event(id: "1", data: "one", retry: 10), Event(data: "two")])
+        XCTAssertEqual(server.receivedRequests.count, 2)
+        XCTAssertEqual(server.receivedRequests.last?.headers.filter { $0.name.lowercased() == "last-event-id" }.count, 0)
+    }
+
     /// WHATWG §9.2.6: once the stream ends, pending data is discarded, and a line without its line end is pending: a
     /// `retry` cut off at the end does not change the reconnection time (10 ms here, not 7 s).
     func testALineTheStreamEndsInTheMiddleOfIsDiscarded() async throws {
