@@ -74,6 +74,59 @@ cases = [
  ("stream: an already cancelled task sends", C, '''        if Task.isCancelled { throw CustomError.cancelled }
         let buffer = StreamBuffer()''', '''        let buffer = StreamBuffer()''', "CancellationTests"),
  ("a 300 is a success", C, '''public var isSuccess: Bool { error == nil && (200..<300).contains(statusCode ?? 0) }''', '''public var isSuccess: Bool { error == nil && (200...300).contains(statusCode ?? 0) }''', "ErrorTests"),
+ ("cancel after completion marks the handle cancelled", C, '''                guard completion != nil else { return nil }
+                wasCancelled = true''', '''                wasCancelled = true''', "CancellationTests"),
+ ("an untrusted certificate as a generic TLS failure", C, '''let untrusted = text.lowercased().contains("certificate")''', '''let untrusted = false''', "TLSFailureTests"),
+ ("an empty body for an Optional type throws", C, '''                if let empty = (type as? ExpressibleByNilLiteral.Type)?.init(nilLiteral: ()) as? Value { return empty }
+''', '''''', "ReviewFindingsTests"),
+ ("JSON control characters unescaped", C, '''                case ..<0x20:
+                    bytes += Array("\\\\u00".utf8) + [lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0x0F)]]
+''', '''''', "BodyEncodingTests"),
+ ("multipart file name unquoted", C, '''            text.replacingOccurrences(of: "\\"", with: "%22").replacingOccurrences(of: "\\r", with: "%0D")
+                .replacingOccurrences(of: "\\n", with: "%0A")''', '''            text''', "MultipartTests"),
+ ("percent-encoding in lower-case hex", C, '''default: output += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]''', '''default: output += [UInt8(ascii: "%"), lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0x0F)]]''', "QueryEncodingTests|BodyEncodingTests"),
+ ("an empty header name accepted", C, '''guard !name.isEmpty, name.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {''', '''guard name.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {''', "MethodAndHeaderTests"),
+ ("a declined challenge's 401 lost", C, '''                guard urlError.code == .cancelled, let http = task.response as? HTTPURLResponse else {''', '''                guard false, let http = task.response as? HTTPURLResponse else {''', "AuthChallengeTests"),
+ ("negative maximumRedirects kept", C, '''set { withState { $0.maximumRedirects = max(0, newValue) } }''', '''set { withState { $0.maximumRedirects = newValue } }''', "RedirectTests"),
+ ("negative maximumResponseSize kept", C, '''set { withState { $0.maximumResponseSize = newValue.map { max(0, $0) } } }''', '''set { withState { $0.maximumResponseSize = newValue } }''', "ResponseSizeLimitTests"),
+ ("an infinite timeout accepted", C, '''guard timeout > 0, timeout.isFinite else { throw CustomError.invalidTimeout(timeout) }''', '''guard timeout > 0 else { throw CustomError.invalidTimeout(timeout) }''', "TimeoutTests"),
+ ("event duration in seconds", C, '''return "finished \\(line(request)) \\(outcome) in \\(String(format: "%.1f", duration * 1000)) ms"''', '''return "finished \\(line(request)) \\(outcome) in \\(String(format: "%.1f", duration)) ms"''', "EventTests"),
+ ("an already cancelled task sends", C, '''        if Task.isCancelled { return cancelled }
+        let slot''', '''        let slot''', "CancellationTests"),
+ ("a relative URL without base: wrong reason", C, '''reason: "it is relative and the manager has no baseURL")''', '''reason: "only absolute http and https URLs are supported")''', "ValueRequestTests"),
+ ("loadData keeps the manager's headers", C, '''        snapshot.headers = RestEntity(ignoringKeyCase: true)
+        snapshot.interceptors = []''', '''        snapshot.interceptors = []''', "AsyncAndCodableTests"),
+ ("clearParameters keeps files", C, '''            state.files = []
+            state.assembleBody = nil''', '''            state.assembleBody = nil''', "UploadTests"),
+ ("httpAdditionalHeaders framing kept out", C, '''        for (name, value) in headers where !frames(name) {''', '''        for (name, value) in headers {''', "SecretTests"),
+ ("User-Agent not defaulted", C, '''if headers.value(forKey: "User-Agent") == nil { headers.add(value: userAgent, forKey: "User-Agent") }''', '''''', "MethodAndHeaderTests"),
+ ("base URL fragment kept", C, '''            let beforeFragment = text[..<(text.firstIndex(of: "#") ?? text.endIndex)]''', '''            let beforeFragment = text[...]''', "RequestSafetyTests"),
+ ("redaction: a lone user name kept", C, '''                    let user = authority[..<at].firstIndex(of: ":").map { authority[...$0] } ?? ""''', '''                    let user = authority[..<at].firstIndex(of: ":").map { authority[...$0] } ?? authority[..<at]''', "SecretTests"),
+ ("auth: an answer does not prove the token", A, '''if results.response != nil { proven(token) }''', '''if results.response != nil { _ = token }''', "AuthenticatorTests"),
+ ("auth: only the last token remembered", A, '''if sentTokens.count > 8 { sentTokens.removeFirst() }''', '''if sentTokens.count > 1 { sentTokens.removeFirst() }''', "AuthenticatorTests"),
+ ("auth: a 401 to an older token refreshes again", A, '''                if current.accessToken != token { return .resend }
+''', '''''', "AuthenticatorTests"),
+ ("auth: a refresh's error without its reason", A, '''let reason = "the credential refresh failed: \\(error.localizedDescription)"''', '''let reason = "the credential refresh failed"''', "AuthenticatorTests"),
+ ("auth: refreshes before sending not reported", A, '''            return try await authenticator.adapt(request, onRefresh: { events?(.refreshingCredential) })''', '''            _ = events
+            return try await authenticator.adapt(request, onRefresh: {})''', "AuthenticatorTests"),
+ ("retry: a body cut short not retried", P, '''.badServerResponse, .unknown''', '''.badServerResponse''', "RetryPolicyTests"),
+ ("retry: every transport error retried", P, '''                    Self.retryableErrors.contains(urlError.code)''', '''                    Self.retryableErrors.contains(urlError.code) || true''', "RetryPolicyTests"),
+ ("retry: the first retry waits twice the initial delay", P, '''pow(2, Double(min(retry, 64) - 1))''', '''pow(2, Double(min(retry, 64)))''', "RetryPolicyTests"),
+ ("retry: no floor under the jitter", P, '''Double.random(in: ceiling / 2...ceiling)''', '''Double.random(in: 0...ceiling)''', "RetryPolicyTests"),
+ ("retry: Retry-After with spaces unread", P, '''let text = value.trimmingCharacters(in: .whitespaces)''', '''let text = value''', "RetryPolicyTests"),
+ ("retry: RFC 850 dates unread", P, '''"EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"''', '''"EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"''', "RetryPolicyTests"),
+ ("cache: an unsafe method's error invalidates", R, '''(200..<400).contains(http.statusCode)''', '''(200..<600).contains(http.statusCode)''', "ResponseCacheTests"),
+ ("cache: an answer larger than the cache stored", R, '''&& (hasValidator || Self.lifetime(response) > Self.age(response)) && body.count <= maximumBytes''', '''&& (hasValidator || Self.lifetime(response) > Self.age(response))''', "ResponseCacheTests"),
+ ("cache: a 304 with other validators revalidates", R, '''                guard matched else { return }
+''', '''                matched = true
+''', "ResponseCacheTests"),
+ ("cache: Vary names compared by case", R, '''$0.trimmingCharacters(in: .whitespaces).lowercased()
+            }''', '''$0.trimmingCharacters(in: .whitespaces)
+            }''', "ResponseCacheTests"),
+ ("SSE: an empty Last-Event-ID sent", S, '''if let id = parser.lastEventID, !id.isEmpty {''', '''if let id = parser.lastEventID {''', "ServerSentEventsTests"),
+ ("SSE: no Accept header", S, '''                request.headers.add(value: "text/event-stream", forKey: "Accept")
+''', '''''', "ServerSentEventsTests"),
+ ("SSE: a Content-Type with parameters refused", S, '''let media = contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()''', '''let media = Optional(contentType.lowercased())''', "ServerSentEventsTests"),
  ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
  ("an origin without its port", C, '''return "\\(scheme)://\\(url.host?.lowercased() ?? ""):\\(url.port ?? (scheme == "https" ? 443 : 80))"''', '''return "\\(scheme)://\\(url.host?.lowercased() ?? "")"''', "OriginTests|SecretTests|AuthenticatorScopeTests"),
  ("body headers dropped on a cross-origin 307", C, '''becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''[] as [String])''', "RedirectTests|SecretTests"),
