@@ -341,6 +341,18 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(requests(to: "/_test/files/1000").map(\.range), ["bytes=2000-", nil])
     }
 
+    /// A 416 to a request that asked for no range is the server's error, not a stale partial file: delivered once as
+    /// `.unacceptableStatusCode(416, …)`, with nothing sent again and nothing left on disk.
+    func testA416ToARequestWithoutARangeIsAnError() throws {
+        server.stub("GET", path: "/odd", response: .text("no", status: 416))
+        let target = destination("odd.bin")
+        let result = try XCTUnwrap(download("/odd", to: target))
+        guard case .failure(.unacceptableStatusCode(416, let body)) = result else { return XCTFail("\(result)") }
+        XCTAssertEqual(body, Data("no".utf8))
+        XCTAssertEqual(server.receivedRequests.count, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: target.path))
+    }
+
     /// A server that refuses a range past the end of its file (416, as httpbin does) instead of shortening it: the
     /// rest is asked for open-ended, with the validator, and appended; nothing is downloaded twice.
     func testAServerRefusingAnOverlongRangeIsAskedForTheRest() throws {
