@@ -32,8 +32,9 @@ final class DownloadTests: MockServerTestCase {
             let target = destination("size-\(size).bin")
             XCTAssertEqual(try XCTUnwrap(download("/_test/files/\(size)", to: target)).get(), target)
             XCTAssertEqual(try Data(contentsOf: target), pattern(0..<size), "size \(size)")
-            XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path))
-            XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + ".validator"))
+            for leftover in ["", ".validator", ".lock"] {
+                XCTAssertFalse(FileManager.default.fileExists(atPath: partial(target).path + leftover), "size \(size): .part\(leftover)")
+            }
         }
         let large = destination("large.bin")
         XCTAssertNoThrow(try XCTUnwrap(download("/_test/files/\(Self.largeSize)", to: large, timeout: 300)).get())
@@ -133,6 +134,17 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(figures.last?.fractionCompleted, 1)
         XCTAssertEqual(figures.map(\.completedBytes), figures.map(\.completedBytes).sorted())
         XCTAssertEqual(Set(figures.map(\.totalBytes)), [52_428_800])
+    }
+
+    /// Only figures that moved are reported: half a second without a byte (five progress ticks) reports nothing.
+    func testAFigureIsReportedOnce() throws {
+        let pieces = [MockServer.Response.Piece(Data(count: 1000)), .init(after: 0.5, Data(count: 1000))]
+        server.stub("GET", path: "/pause", response: .streamed(pieces))
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/pause", to: destination()) { reports.set($0) }).get())
+        let figures = reports.all
+        XCTAssertEqual(figures.last, RestManager.TransferProgress(completedBytes: 2000, totalBytes: 2000))
+        XCTAssertEqual(figures.count, Set(figures.map { "\($0.completedBytes) \(String(describing: $0.totalBytes))" }).count, "\(figures)")
     }
 
     /// Interrupted at several points (seeded), each time resumed from the bytes on disk.
