@@ -130,6 +130,17 @@ cases = [
  ("download: a 416 without a validator restarts", T, '''if status == 206 || (status == 416 && sentValidator != nil) {''', '''if status == 206 || status == 416 {''', "DownloadTests"),
  ("download: the lock file left behind", T, '''for file in [validatorFile.path, destination.path + ".part.lock"] { unlink(file) }''', '''for file in [validatorFile.path] { unlink(file) }''', "DownloadTests"),
  ("progress: the same figure twice", T, '''guard figure != last, figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', '''guard figure.completedBytes >= last?.completedBytes ?? 0 else { return }''', "DownloadTests"),
+ ("mock: the first matching stub wins", 'Sources/MockServer/Stubs.swift', '''return (nil, stubs.last { $0.matches(request) })''', '''return (nil, stubs.first { $0.matches(request) })''', "MockServerTestKitTests|AuthenticatorTests"),
+ ("mock: a prefix stub matches only exactly", 'Sources/MockServer/Stubs.swift', '''        if path.hasSuffix("*") { return request.path.hasPrefix(String(path.dropLast())) }
+''', '''''', "MockServerTestKitTests|AuthenticatorTests"),
+ ("mock: stubs before queued answers", 'Sources/MockServer/Stubs.swift', '''            if !queued.isEmpty { return (queued.removeFirst(), nil) }
+            return (nil, stubs.last { $0.matches(request) })''', '''            if let stub = stubs.last(where: { $0.matches(request) }) { return (nil, stub) }
+            if !queued.isEmpty { return (queued.removeFirst(), nil) }
+            return (nil, nil)''', "MockServerTestKitTests|AuthenticatorTests"),
+ ("mock: removeAllStubs keeps queued answers", 'Sources/MockServer/Stubs.swift', '''            stubs = []
+            queued = []''', '''            stubs = []''', "MockServerTestKitTests|AuthenticatorTests"),
+ ("mock: a stub's method ignored", 'Sources/MockServer/Stubs.swift', '''        if let method, method != request.method.uppercased() { return false }
+''', '''''', "MockServerTestKitTests|AuthenticatorTests"),
  ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
  ("an origin without its port", C, '''return "\\(scheme)://\\(url.host?.lowercased() ?? ""):\\(url.port ?? (scheme == "https" ? 443 : 80))"''', '''return "\\(scheme)://\\(url.host?.lowercased() ?? "")"''', "OriginTests|SecretTests|AuthenticatorScopeTests"),
  ("body headers dropped on a cross-origin 307", C, '''becomesGet ? [] : RequestBuilder.bodyHeaderNames.map { $0.lowercased() })''', '''[] as [String])''', "RedirectTests|SecretTests"),

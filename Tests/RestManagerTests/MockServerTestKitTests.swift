@@ -24,6 +24,10 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertTrue(String(decoding: send(.get, "/api/unknown/2").data ?? Data(), as: UTF8.self).contains("fuchsia rose"))
         server.removeAllStubs()
         XCTAssertTrue(String(decoding: send(.get, "/api/users/2").data ?? Data(), as: UTF8.self).contains("Janet"))
+        // Queued answers go too.
+        server.enqueue(.text("queued", status: 202))
+        server.removeAllStubs()
+        XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200)
     }
 
     /// A stub path without its leading slash is read with one (before, it never matched, and the app under test got
