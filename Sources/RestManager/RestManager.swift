@@ -1561,7 +1561,7 @@ public final class RestManager: @unchecked Sendable {
             return
         }
         handle.describe(request)
-        // A request with interceptors of its own is its own call: another's interceptors may adapt it differently.
+        // A request with interceptors of its own is its own call: they may decide differently on a shared answer.
         let shared = snapshot.deduplicates && [.get, .head].contains(value.method) && value.transfer == nil
         let exchange = Exchange(
             request: request, value: value, snapshot: snapshot, transport: transport, started: started,
