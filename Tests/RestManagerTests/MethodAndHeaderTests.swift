@@ -24,6 +24,14 @@ final class MethodAndHeaderTests: MockServerTestCase {
         XCTAssertEqual(echo.headers.filter { $0[0].lowercased() == "x-custom" }.map { $0[1] }, ["two"])
     }
 
+    /// A header appended twice under any spelling goes out once, its values joined with ", " (RFC 9110 §5.3).
+    func testARepeatedHeaderIsSentOnceWithItsValuesJoined() throws {
+        rest.requestHttpHeaders.append(value: "a", forKey: "X-Multi")
+        rest.requestHttpHeaders.append(value: "b", forKey: "x-multi")
+        let echo = try echo(send(.get, "/_test/echo"))
+        XCTAssertEqual(echo.headers.filter { $0[0].lowercased() == "x-multi" }.map { $0[1] }, ["a, b"])
+    }
+
     func testResponseHeadersAreReadableUnderAnySpelling() {
         let results = send(.get, "/_test/response-headers?ETag=%22v1%22&x-rate-limit=5&content-md5=abc")
         let headers = results.response?.headers

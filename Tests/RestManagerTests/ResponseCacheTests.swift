@@ -268,6 +268,19 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/b")), "fresh")
     }
 
+    /// A stream answered by the cache (a fresh entry: nothing is sent) gets the stored body, as one chunk.
+    func testAStreamGetsAFreshCachedAnswerAsItsBody() async throws {
+        let stored = MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data("cached body".utf8))
+        server.stub("GET", path: "/fresh", response: stored)
+        _ = send(.get, "/fresh")
+        let (body, response) = try await rest.stream(RestManager.Request(url: url("/fresh")))
+        XCTAssertEqual(response.headers.value(forKey: RestManager.ResponseCache.statusHeader), "fresh")
+        var chunks: [Data] = []
+        for try await chunk in body { chunks.append(chunk) }
+        XCTAssertEqual(chunks, [Data("cached body".utf8)])
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
     /// Only a non-error answer to an unsafe method invalidates (RFC 9111 §4.4): a POST that failed with a 500, or a
     /// DELETE refused with a 403, changed nothing.
     func testAnUnsafeMethodThatFailedKeepsTheEntries() {

@@ -21,6 +21,25 @@ final class StreamingTests: MockServerTestCase {
         return true
     }
 
+    /// Once its head is handed over, a stream is never sent again: a body cut short ends with its error even under a
+    /// retry policy that retries GETs (the reader would get the first bytes again).
+    func testAStreamCutShortIsNotSentAgainAfterItsHead() async throws {
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0)
+        var cut = MockServer.Response(status: 200, headers: [("Content-Type", "text/plain")], body: Data("0123456789".utf8))
+        cut.fault = .closeMidBody
+        server.stub("GET", path: "/cut", response: cut)
+        let (body, _) = try await rest.stream(RestManager.Request(url: url("/cut")))
+        var received = Data()
+        do {
+            for try await chunk in body { received += chunk }
+            XCTFail("a body cut short ends with an error")
+        } catch {
+            XCTAssertNotNil(error as? RestManager.CustomError, "\(error)")
+        }
+        XCTAssertEqual(received, Data("01234".utf8))
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
     func testTheHeadIsReturnedBeforeTheBodyIsWritten() async throws {
         server.stub("GET", path: "/slow", response: .streamed([.init(after: 60, "late")], contentType: "text/plain"))
         let started = Date()
