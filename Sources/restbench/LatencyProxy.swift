@@ -1,6 +1,8 @@
 // A TCP proxy on 127.0.0.1 that delays every byte by half a round trip in each direction, for the transfer rows at
 // 50 and 100 ms RTT (`--latency`). It runs in the server's child process, so its buffers never count as the client's
-// memory. Bandwidth is not limited: it is loopback with a long pipe, as a fast link far away.
+// memory. Bandwidth is not limited. With a window (`--window MIB`) at most that many bytes are unacknowledged in each
+// direction, an acknowledgement taking the other half of the round trip, as TCP's receive window bounds a real long
+// link (throughput ≤ window / RTT); without one the proxy reads ahead without bound, so only CPU limits the clients.
 
 import Foundation
 #if canImport(Glibc)
@@ -10,11 +12,14 @@ import Glibc
 final class LatencyProxy: @unchecked Sendable {
     private let upstreamPort: UInt16
     private let oneWayDelay: TimeInterval
+    private let window: Int
     private var listener: Int32 = -1
 
-    init(upstreamPort: UInt16, roundTrip milliseconds: Int) {
+    /// `window`: the most bytes unacknowledged in one direction (0: no limit).
+    init(upstreamPort: UInt16, roundTrip milliseconds: Int, window: Int) {
         self.upstreamPort = upstreamPort
         oneWayDelay = Double(milliseconds) / 2000
+        self.window = window
     }
 
     /// Listens on an ephemeral loopback port and returns it; connections are proxied on threads of their own.
@@ -50,7 +55,7 @@ final class LatencyProxy: @unchecked Sendable {
             let finished = DispatchGroup()
             for (from, to) in [(client, upstream), (upstream, client)] {
                 finished.enter()
-                let pipe = DelayedPipe(delay: oneWayDelay)
+                let pipe = DelayedPipe(delay: oneWayDelay, window: window)
                 Thread.detachNewThread { pipe.read(from) }
                 Thread.detachNewThread {
                     pipe.write(to)
@@ -74,21 +79,32 @@ final class LatencyProxy: @unchecked Sendable {
 }
 
 /// One direction of a proxied connection: chunks read now are written `delay` seconds later, in order; the end of the
-/// input becomes a half-close of the output.
+/// input becomes a half-close of the output. With a window, a byte stays unacknowledged from its read until `delay`
+/// after its write (the acknowledgement's way back), and reading waits while `window` bytes are.
 private final class DelayedPipe: @unchecked Sendable {
     private let delay: TimeInterval
+    private let window: Int
     private let condition = NSCondition()
     private var chunks: [(due: Date, bytes: [UInt8])] = []
     private var ended = false
+    /// Bytes read and not yet acknowledged.
+    private var unacknowledged = 0
+    /// Bytes written, acknowledged at `due`.
+    private var acknowledgements: [(due: Date, count: Int)] = []
 
-    init(delay: TimeInterval) { self.delay = delay }
+    init(delay: TimeInterval, window: Int) {
+        self.delay = delay
+        self.window = window
+    }
 
     func read(_ socket: Int32) {
         var buffer = [UInt8](repeating: 0, count: 256 << 10)
         while true {
-            let count = recv(socket, &buffer, buffer.count, 0)
+            let room = window > 0 ? waitForRoom() : buffer.count
+            let count = recv(socket, &buffer, min(buffer.count, room), 0)
             condition.lock()
             if count > 0 {
+                unacknowledged += count
                 chunks.append((Date() + delay, Array(buffer[..<count])))
             } else {
                 ended = true
@@ -118,6 +134,25 @@ private final class DelayedPipe: @unchecked Sendable {
                 guard written > 0 else { return }
                 sent += written
             }
+            condition.lock()
+            acknowledgements.append((Date() + delay, sent))
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
+    /// Waits until some of the window is free (the acknowledgements due have come back) and returns how much.
+    private func waitForRoom() -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            let now = Date()
+            while let first = acknowledgements.first, first.due <= now {
+                unacknowledged -= first.count
+                acknowledgements.removeFirst()
+            }
+            if unacknowledged < window { return window - unacknowledged }
+            _ = condition.wait(until: acknowledgements.first?.due ?? now + delay)
         }
     }
 }

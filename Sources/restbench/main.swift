@@ -1,7 +1,8 @@
 // restbench: RestManager against raw URLSession and the tutorial's design, measured in one run,
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
-//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--cache] [--streaming]
+//   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS] [--window MIB]] [--cache]
+//     [--streaming]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -27,7 +28,8 @@ if arguments.contains("--serve") {
     }
     // `--latency`: delay proxies in front of the server, one per round trip asked for ("50:PORT 100:PORT").
     let roundTrips = (ProcessInfo.processInfo.environment["RESTBENCH_ROUND_TRIPS"] ?? "").split(separator: ",").compactMap { Int($0) }
-    let proxies = roundTrips.map { LatencyProxy(upstreamPort: server.port, roundTrip: $0) }
+    let window = Int(ProcessInfo.processInfo.environment["RESTBENCH_WINDOW"] ?? "") ?? 0
+    let proxies = roundTrips.map { LatencyProxy(upstreamPort: server.port, roundTrip: $0, window: window) }
     let proxyPorts = zip(roundTrips, proxies).compactMap { milliseconds, proxy in proxy.start().map { " \(milliseconds):\($0)" } }
     FileHandle.standardOutput.write(Data(("\(server.port)" + proxyPorts.joined() + "\n").utf8))
     _ = FileHandle.standardInput.readDataToEndOfFile()  // runs until the parent closes our stdin
@@ -49,12 +51,24 @@ let latencyRoundTrips: [Int]? = {
     return [milliseconds]
 }()
 let latencyValue = latencyRoundTrips.flatMap { $0.count == 1 ? ["\($0[0])"] : nil } ?? []
+// --window MIB: the delay proxy bounds the bytes unacknowledged in each direction, as a TCP window (0: no bound).
+let windowValue: String? = {
+    let list = Array(CommandLine.arguments.dropFirst())
+    guard let index = list.firstIndex(of: "--window") else { return nil }
+    return index + 1 < list.count ? list[index + 1] : ""
+}()
+let windowMebibytes = windowValue.map { Int($0) ?? -1 } ?? 0
 let unknown = arguments.subtracting(
-    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--latency"] + (svgPath.map { [$0] } ?? []) + latencyValue)
+    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--latency", "--window"] + (svgPath.map { [$0] } ?? [])
+        + latencyValue + (windowValue.map { [$0] } ?? []))
+guard (0...1024).contains(windowMebibytes) else {
+    FileHandle.standardError.write(Data("restbench: --window needs MiB from 0 to 1024, not '\(windowValue ?? "")'\n".utf8))
+    exit(64)
+}
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--cache] [--streaming])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--window MIB] [--cache] [--streaming])\n"
                 .utf8))
     exit(64)
 }
@@ -70,6 +84,7 @@ let child = Process()
 child.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
 child.arguments = ["--serve"]
 var childEnvironment = ProcessInfo.processInfo.environment
+childEnvironment["RESTBENCH_WINDOW"] = String(windowMebibytes << 20)
 childEnvironment["RESTBENCH_ROUND_TRIPS"] = (latencyRoundTrips ?? []).filter { $0 > 0 }.map(String.init).joined(separator: ",")
 child.environment = childEnvironment
 let childInput = Pipe()
@@ -237,12 +252,13 @@ if let roundTrips = latencyRoundTrips {
             continue
         }
         let rows = TransferBench.run(base: proxied, bytes: quick ? 32 << 20 : 256 << 20, rounds: quick ? 1 : 2)
+        let link = milliseconds > 0 && windowMebibytes > 0 ? " (\(windowMebibytes) MiB window)" : ""
         for row in rows {
             let extra = row.extra ?? [:]
             print(
                 String(
-                    format: "%d ms RTT, %@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB%@", milliseconds,
-                    row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
+                    format: "%d ms RTT%@, %@, %@: %.0f MiB/s (%.2f× the first), resident memory at most %+.1f MiB%@", milliseconds,
+                    link, row.scenario, row.client, extra["mebibytesPerSecond"] ?? 0, row.ratioToRaw ?? 0, extra["residentGrowthMiB"] ?? 0,
                     row.failures > 0 ? ", \(row.failures) failed" : ""))
         }
     }
