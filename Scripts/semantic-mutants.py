@@ -261,6 +261,7 @@ cases = [
  ("lines: the end mid-line not told", C, '''if last != nil { endedMidLine = true }''', '''''', "ServerSentEventsTests"),
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID
 ''', '''''', "ServerSentEventsTests"),
+ ("cache: a gone entry's 304 delivered on a later attempt", R, '''guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }''', '''guard let entry = revalidated(request, with: http) else { return attempt == 1 ? .retry(after: 0) : .deliver }''', "ResponseCacheTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

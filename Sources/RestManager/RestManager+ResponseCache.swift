@@ -86,10 +86,8 @@ extension RestManager {
                 return .deliver
             }
             if http.statusCode == 304, revalidation {
-                // No entry any more (evicted meanwhile): ask once more, without the validators.
-                guard let entry = revalidated(request, with: http) else {
-                    return attempt == 1 ? .retry(after: 0) : .deliver
-                }
+                // No entry any more (evicted meanwhile): ask again, without the validators (the 304 is not the caller's).
+                guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
             // A body that went to a file or a stream (nil) is not stored, nor an answer from where a redirect led: the

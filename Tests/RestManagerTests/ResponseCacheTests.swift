@@ -231,6 +231,33 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(results.response?.headers.value(forKey: "x-h123"), "new")
     }
 
+    /// A 304 to the cache's revalidation whose entry went meanwhile (evicted, removed) is never the caller's: the cache
+    /// asks once more without validators, on a first attempt or a later one (another interceptor's retry).
+    func testA304ForAnEntryGoneMeanwhileIsAskedAgainWithoutValidators() {
+        let cache: RestManager.ResponseCache = self.cache
+        let revalidations = VersionBox()
+        revalidations.value = 0
+        server.stub(path: "/doc") { request in
+            guard request.header("If-None-Match") == "\"v1\"" else {
+                return MockServer.Response(status: 200, headers: [("ETag", "\"v1\""), ("Cache-Control", "no-cache")], body: Data("body 1".utf8))
+            }
+            // The second revalidation is first answered 503, which the interceptor before the cache retries.
+            if revalidations.increment() == 2 { return MockServer.Response(status: 503) }
+            cache.removeAll()
+            return MockServer.Response(status: 304, headers: [("ETag", "\"v1\"")])
+        }
+        _ = send(.get, "/doc")
+        let first = send(.get, "/doc")
+        XCTAssertEqual(first.statusCode, 200, "attempt 1: the stored answer went, the body came again")
+        XCTAssertEqual(first.data, Data("body 1".utf8))
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "-"])
+        rest.interceptors = [InterceptorTests.RetryOnce503(), cache]
+        let second = send(.get, "/doc")
+        XCTAssertEqual(second.statusCode, 200, "attempt 2: the same")
+        XCTAssertEqual(second.data, Data("body 1".utf8))
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "-", "\"v1\"", "\"v1\"", "-"])
+    }
+
     func testUnsafeMethodsDropTheURLsEntries() {
         serve(headers: [("Cache-Control", "max-age=60")])
         for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
@@ -518,6 +545,14 @@ final class VersionBox: @unchecked Sendable {
     var value: Int {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
+    }
+
+    /// Adds one and returns the new value.
+    func increment() -> Int {
+        lock.withLock {
+            stored += 1
+            return stored
+        }
     }
 }
 
