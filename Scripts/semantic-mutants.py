@@ -262,6 +262,7 @@ cases = [
  ("an unterminated block's id kept", S, '''            idBuffer = lastEventID
 ''', '''''', "ServerSentEventsTests"),
  ("cache: a gone entry's 304 delivered on a later attempt", R, '''guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }''', '''guard let entry = revalidated(request, with: http) else { return attempt == 1 ? .retry(after: 0) : .deliver }''', "ResponseCacheTests"),
+ ("auth: a refresh after a logout", A, '''guard stored != nil else { return .removed }''', '''''', "AuthenticatorTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

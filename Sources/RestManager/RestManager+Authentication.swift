@@ -38,6 +38,7 @@ extension RestManager {
     /// Lifecycle of a refresh (one at a time; the lock guards every field):
     /// ```
     /// idle --(a token expires soon, or a 401 to the current token)--> refreshing(waiting callers)
+    ///      (not after a logout since: that call fails; a credential set since is the answer instead)
     /// refreshing --(refresh returns)--> idle, stored = new token (unproven until an answer other than 401 uses it)
     /// refreshing --(refresh throws)--> idle, every waiting caller fails with its error; the next call starts anew
     /// refreshing --(credential set meanwhile, e.g. nil at logout)--> idle, the caller's value wins
@@ -180,7 +181,7 @@ extension RestManager {
         func refreshed(rejecting rejected: Credential?, onRefresh: @Sendable () -> Void) async throws -> Credential {
             let startedGeneration = withLock { generation }
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Credential, Error>) in
-                enum Step { case joined, starts, newer(Credential) }
+                enum Step { case joined, starts, newer(Credential), removed }
                 let step = withLock { () -> Step in
                     if case .refreshing(let waiting) = state {
                         state = .refreshing(waiting: waiting + [continuation])
@@ -188,12 +189,15 @@ extension RestManager {
                     }
                     // A refresh ended since `rejected` was read: its credential is the answer, not another refresh.
                     if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }
+                    // Logged out since: a refresh would log the user back in.
+                    guard stored != nil else { return .removed }
                     state = .refreshing(waiting: [continuation])
                     return .starts
                 }
                 switch step {
                 case .joined: return
                 case .newer(let credential): return continuation.resume(returning: credential)
+                case .removed: return continuation.resume(throwing: Self.removed)
                 case .starts: break
                 }
                 onRefresh()
@@ -218,9 +222,7 @@ extension RestManager {
                 () -> ([CheckedContinuation<Credential, Error>], Result<Credential, Error>) in
                 var outcome = result
                 if generation != startedGeneration {
-                    let removed = CustomError.authenticationFailed(
-                        reason: "the credential was removed while it was being refreshed")
-                    outcome = stored.map { .success($0) } ?? .failure(removed)
+                    outcome = stored.map { .success($0) } ?? .failure(Self.removed)
                 } else if case .success(let credential) = result {
                     stored = credential
                     storedAt = Date()
@@ -234,6 +236,9 @@ extension RestManager {
         }
 
         // MARK: - Helpers
+
+        private static let removed = CustomError.authenticationFailed(
+            reason: "the credential was removed while it was being refreshed")
 
         private func withLock<Value>(_ body: () throws -> Value) rethrows -> Value {
             lock.lock()

@@ -185,6 +185,21 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(refresher.count, 1)
     }
 
+    /// A logout between a 401's decision (or an expiring token's check) and the refresh it starts wins too: no refresh
+    /// runs, the call fails saying why, and the manager stays logged out (it used to refresh and store the new token).
+    func testALogoutJustBeforeARefreshStartsStartsNone() async throws {
+        let authenticator = install(Credential(accessToken: "old"))
+        authenticator.credential = nil
+        do {
+            let credential = try await authenticator.refreshed(rejecting: Credential(accessToken: "old"), onRefresh: {})
+            XCTFail("refreshed to \(credential.accessToken)")
+        } catch RestManager.CustomError.authenticationFailed(let reason) {
+            XCTAssertEqual(reason, "the credential was removed while it was being refreshed")
+        }
+        XCTAssertNil(authenticator.credential)
+        XCTAssertEqual(refresher.count, 0)
+    }
+
     /// No lockout: once the server accepts tokens again, the next call refreshes and succeeds, and the calls after it too.
     func testAfterRejectedTokensTheNextCallsWorkAsSoonAsTheServerDoes() {
         let authenticator = install(Credential(accessToken: "old"))
