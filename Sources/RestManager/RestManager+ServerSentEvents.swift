@@ -233,7 +233,8 @@ extension RestManager {
                 if hasData { data += "\n" }
                 data += value
                 hasData = true
-            case "id" where !value.contains("\u{0}"): idBuffer = String(value)
+            // An ID that could not go back in `Last-Event-ID` (NUL, or a head too long to send) is ignored.
+            case "id" where !value.contains("\u{0}") && value.utf8.count <= 65_536: idBuffer = String(value)
             case "retry" where !value.isEmpty && value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):
                 // WHATWG: the integer the digits make; one past Int's range is as long a wait as there can be.
                 let milliseconds = Int(value) ?? Int.max

@@ -175,6 +175,42 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.last?.headers.filter { $0.name.lowercased() == "last-event-id" }.count, 0)
     }
 
+    /// An `id` longer than 64 KiB is ignored as one with NUL is: it could not go back in `Last-Event-ID` (FoundationNetworking
+    /// fails a request head over 1 MiB before sending it, and the sequence reconnected every `retry` for ever).
+    func testAnIDTooLongToSendBackIsIgnored() async throws {
+        let longest = String(repeating: "a", count: 65_536)
+        let kept = parse(["id: " + longest, "data: one", "", "id: " + longest + "b", "data: two", ""])
+        XCTAssertEqual(kept, [Event(id: longest, data: "one"), Event(id: longest, data: "two")])
+        let long = String(repeating: "a", count: 10_000)  // the mock takes request heads up to 16 KiB
+        let huge = String(repeating: "b", count: 2 << 20)
+        server.stub("GET", path: "/long-ids") { request in
+            switch request.header("Last-Event-ID") {
+            case nil: .events([.init(id: long, data: "one", retry: 10), .init(id: huge, data: "two")])
+            default: MockServer.Response(status: 204)
+            }
+        }
+        let retries = ResultBox<Int>()
+        rest.eventHandler = { event in
+            if case .retrying = event { retries.set(0) }
+        }
+        let sequence = rest.events(for: request("/long-ids"))
+        let reader = Task {
+            var events: [Event] = []
+            for try await event in sequence { events.append(event) }
+            return events
+        }
+        // Reconnections that fail before sending come one after another: the third ends the test.
+        let watchdog = Task {
+            while !Task.isCancelled, retries.count < 3 { try await Task.sleep(nanoseconds: 10_000_000) }
+            reader.cancel()
+        }
+        let events = try await reader.value
+        watchdog.cancel()
+        XCTAssertEqual(events, [Event(id: long, data: "one", retry: 10), Event(id: long, data: "two")])
+        XCTAssertEqual(retries.count, 1)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID")?.count }, [nil, 10_000])
+    }
+
     /// WHATWG §9.2.6: once the stream ends, pending data is discarded, and a line without its line end is pending: a
     /// `retry` cut off at the end does not change the reconnection time (10 ms here, not 7 s).
     func testALineTheStreamEndsInTheMiddleOfIsDiscarded() async throws {
