@@ -1,5 +1,5 @@
-//  RestManager+Authentication.swift — an add-on to RestManager.swift: OAuth2-style bearer tokens, refreshed before they
-//  expire and after a 401. Copy it next to the core when you need it; it is built only on the core's `Interceptor` seam.
+//  RestManager+Authentication.swift — an add-on to RestManager.swift: OAuth2-style bearer tokens, refreshed before
+//  they expire and after a 401. Copy it beside the core when you need it; it uses only the core's `Interceptor` seam.
 //
 //  Outline: Public API (the manager's `authenticator`) · Authenticator (credential, interceptor, refresh) · Helpers
 

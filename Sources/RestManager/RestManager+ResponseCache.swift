@@ -86,7 +86,7 @@ extension RestManager {
                 return .deliver
             }
             if http.statusCode == 304, revalidation {
-                // No entry any more (evicted meanwhile): ask again, without the validators (the 304 is not the caller's).
+                // No entry any more (evicted meanwhile): ask again without validators (the 304 is not the caller's).
                 guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
@@ -223,7 +223,7 @@ extension RestManager {
         }
 
         /// Seconds an answer stays fresh from when it was made: its `max-age` (`s-maxage` is for shared caches); 0 with
-        /// any `no-cache` (qualified too: entries replay whole, RFC 9111 §5.2.2.4) or a `max-age` not digits (§4.2.1).
+        /// any `no-cache` (qualified too: entries replay whole, RFC 9111 §5.2.2.4), or a `max-age` not digits.
         private static func lifetime(_ response: HTTPURLResponse) -> TimeInterval {
             let control = directives(response.value(forHTTPHeaderField: "Cache-Control"))
             return control.contains { $0 == "no-cache" || $0.hasPrefix("no-cache=") } ? 0 : maxAge(control) ?? 0

@@ -1,5 +1,5 @@
-//  RestManager+RetryPolicy.swift — an add-on to RestManager.swift: retries with exponential backoff and Retry-After, as
-//  an `Interceptor` that runs after all others. Nothing but the core's public seam.
+//  RestManager+RetryPolicy.swift — an add-on to RestManager.swift: retries with exponential backoff and Retry-After,
+//  as an `Interceptor` that runs after all others. Nothing but the core's public seam.
 
 import Foundation
 #if canImport(FoundationNetworking)

@@ -285,8 +285,10 @@ extension RestManager {
         private var total: Int64?
         /// Where the current 206 must end (its Content-Range's last byte + 1); nil for a 200.
         private var rangeEnd: Int64?
-        /// Answers in a row that brought no byte: a server answering empty 206s cannot make an endless loop.
-        private var emptyAnswers = 0
+        /// Answers in a row that took the file no further (empty 206s, the same first part again): no endless loop.
+        private var answersWithoutProgress = 0
+        /// The furthest end of the file an answer reached.
+        private var reached: Int64 = 0
         /// `<destination>.part.lock`, locked (`flock`) while this download runs.
         private var lock: Int32 = -1
         /// Whether the partial file was started over once already (a second mismatch is `.invalidResponse`).
@@ -351,8 +353,7 @@ extension RestManager {
             request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         }
 
-        /// A 2xx goes to the partial file: appended to by a 206 that continues it, rewritten by a 200. A 416 or another
-        /// 206 start over once.
+        /// A 206 continuing the partial file appends to it, a 200 rewrites it; a 416 or another 206 start over once.
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget {
             let status = response.statusCode
             let validator =
@@ -407,15 +408,15 @@ extension RestManager {
             return .transport(URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: description]))
         }
 
-        /// Closes the partial file and, unless the rest of a shorter 206 is to come (false), moves it to the destination
-        /// in one atomic rename.
+        /// Closes the partial file, renamed to the destination atomically unless a short 206's rest comes (false).
         func complete() throws -> Bool {
             guard let output else { throw CustomError.invalidResponse }
             self.output = nil
             try output.finish()
-            emptyAnswers = written > 0 ? 0 : emptyAnswers + 1
-            guard emptyAnswers < 3 else {
-                throw Self.violation("3 answers in a row to a range request brought no byte")
+            answersWithoutProgress = offset + written > reached ? 0 : answersWithoutProgress + 1
+            reached = max(reached, offset + written)
+            guard answersWithoutProgress < 3 else {
+                throw Self.violation("3 answers in a row took the file no further")
             }
             if rangeEnd != nil, let total, offset + written < total { return false }
             guard rename(partial.path, destination.path) == 0 else { throw FileStream.failure(destination) }
@@ -449,7 +450,7 @@ extension RestManager {
         private var file: UnsafeMutablePointer<FILE>?
         private let url: URL
 
-        /// Opens a regular file without following a link (a planted `.part -> victim` is refused, a FIFO does not block).
+        /// Opens a regular file, never through a link (a planted `.part -> victim` is refused; a FIFO does not block).
         init(writingTo url: URL, append: Bool) throws {
             self.url = url
             let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0)
@@ -481,7 +482,7 @@ extension RestManager {
             guard count == data.count else { throw Self.failure(url) }
         }
 
-        /// Closes the file: the last buffered bytes are written now, so a full disk may show here, as `.fileAccessFailed`.
+        /// Closes the file: the last buffered bytes go out now, so a full disk may show here, as `.fileAccessFailed`.
         func finish() throws {
             guard let file else { return }
             self.file = nil

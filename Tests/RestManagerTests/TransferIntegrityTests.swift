@@ -74,8 +74,20 @@ final class TransferIntegrityTests: MockServerTestCase {
             MockServer.Response(status: 206, headers: [("Content-Range", "bytes 0-99/100"), ("ETag", "\"v1\""), ("Content-Length", "0")])
         }
         let reason = failureReason(download("/empty", to: destination()))
-        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: 3 answers in a row to a range request brought no byte")
+        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: 3 answers in a row took the file no further")
         XCTAssertEqual(server.receivedRequests.count, 3)
+    }
+
+    /// A server that answers every request with the same first part of the file, and no validator to ask for the rest
+    /// by, ends the call after three answers that took the file no further (it used to ask for ever, bytes moving).
+    func testTheSameFirstPartAgainAndAgainEndsAfterThreeTries() {
+        server.stub(path: "/first-part") { _ in
+            MockServer.Response(status: 206, headers: [("Content-Range", "bytes 0-9/20")], body: Data(repeating: 7, count: 10))
+        }
+        let reason = failureReason(download("/first-part", to: destination(), timeoutInterval: 30))
+        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: 3 answers in a row took the file no further")
+        XCTAssertEqual(server.receivedRequests.count, 4)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Range") }, [nil, nil, nil, nil])
     }
 
     /// A planted `out.bin.part -> victim` link is refused, never truncated, overwritten or appended to.
