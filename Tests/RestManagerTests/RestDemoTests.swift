@@ -303,9 +303,12 @@ final class RestDemoTests: MockServerTestCase {
     }
 
     func testBadBaseURLIsAUsageError() throws {
-        let run = try restdemo(["--base-url", "ftp://x", "users"], useServer: false)
-        XCTAssertEqual(run.status, 64)
-        XCTAssertTrue(run.stderr.contains("--base-url needs an http(s) URL"))
+        for base in ["ftp://x", "http://h:99999", "http://h:0"] {
+            let run = try restdemo(["--base-url", base, "users"], useServer: false)
+            XCTAssertEqual(run.status, 64, base)
+            XCTAssertEqual(
+                run.stderr, "restdemo: --base-url needs an http(s) URL such as https://reqres.in, not '\(base)' (see 'restdemo --help')\n")
+        }
     }
 
     func testUnreachableServerExits69AndSuggestsOffline() throws {
