@@ -49,7 +49,7 @@ extension MockServer {
             public var id: String?
             /// The event's `event` field (its type), if any.
             public var event: String?
-            /// The data; one `data:` line per line of it.
+            /// The data; one `data:` line per line of it (ended by LF, CR or CRLF: the client joins them with LF).
             public var data: String
             /// A `retry:` field (milliseconds), if any.
             public var retry: Int?
@@ -70,7 +70,11 @@ extension MockServer {
                 if let retry { lines.append("retry: \(retry)") }
                 if let id { lines.append("id: \(id)") }
                 if let event { lines.append("event: \(event)") }
-                for line in data.split(separator: "\n", omittingEmptySubsequences: false) { lines.append("data: \(line)") }
+                // "\r\n" is one Character: split at it as at "\n" and "\r", and nowhere else (not at U+2028).
+                let lineEnds: Set<Character> = ["\n", "\r", "\r\n"]
+                for line in data.split(omittingEmptySubsequences: false, whereSeparator: lineEnds.contains) {
+                    lines.append("data: \(line)")
+                }
                 return lines.joined(separator: "\n") + "\n\n"
             }
         }

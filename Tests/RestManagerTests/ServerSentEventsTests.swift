@@ -211,6 +211,20 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID")?.count }, [nil, 10_000])
     }
 
+    /// The test kit writes an event's data as one `data:` line per line, whatever ends it (LF, CR or CRLF, which Swift
+    /// counts as one Character): the client reads the lines back joined with LF.
+    func testTheMockWritesEachLineOfAnEventsDataAsADataLine() async throws {
+        XCTAssertEqual(MockServer.Response.Event(data: "a\r\nb\rc\nd").text, "data: a\ndata: b\ndata: c\ndata: d\n\n")
+        let calls = ResultBox<Int>()
+        server.stub("GET", path: "/lines") { _ in
+            calls.set(0)
+            return calls.count == 1 ? .events([.init(data: "a\r\nb\rc\n\nd", retry: 10)]) : MockServer.Response(status: 204)
+        }
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/lines")) { events.append(event) }
+        XCTAssertEqual(events, [Event(data: "a\nb\nc\n\nd", retry: 10)])
+    }
+
     /// WHATWG §9.2.6: once the stream ends, pending data is discarded, and a line without its line end is pending: a
     /// `retry` cut off at the end does not change the reconnection time (10 ms here, not 7 s).
     func testALineTheStreamEndsInTheMiddleOfIsDiscarded() async throws {
