@@ -25,6 +25,18 @@ final class DelegateBacklogTests: XCTestCase {
         wait(for: [entered], timeout: 10)
     }
 
+    /// The delegate queue's own thread never waits for a full queue: it is what empties it.
+    func testTheDelegateThreadNeverWaits() {
+        let backlog = RestManager.Transport.Backlog(longestWait: 60)
+        for _ in 0..<limit { backlog.enter() }
+        let entered = expectation(description: "the delegate thread went on")
+        RestManager.Transport.delegateThread.async {
+            backlog.enter()
+            entered.fulfill()
+        }
+        wait(for: [entered], timeout: 10)
+    }
+
     /// While a call that waits for FoundationNetworking's queue runs (`excused`), a caller waiting for the delegate
     /// queue goes on: else each would wait for the other.
     func testAnExcusedCallLetsAWaitingCallerGoOn() {

@@ -99,6 +99,33 @@ final class MockServerHardeningTests: MockServerTestCase {
         try assertHealthy()
     }
 
+    /// Hex digits of either case size a chunk; its data must end with CRLF, and a size line (extensions included) may
+    /// not pass 1,024 bytes.
+    func testChunkFramingIsChecked() throws {
+        let head = "POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        let fifteen = String(repeating: "a", count: 15)
+        for size in ["f", "F", "0f"] {
+            let answer = try exchange(head + "\(size)\r\n\(fifteen)\r\n0\r\n\r\n")
+            XCTAssertTrue(answer.contains(#""body":"YWFhYWFhYWFhYWFhYWFh""#), "chunk size \(size) -> \(answer.prefix(60))")
+        }
+        for framing in ["3\r\nabcXY0\r\n\r\n", "3\r\nabc\rX0\r\n\r\n", "3;" + String(repeating: "x", count: 1_100) + "\r\nabc\r\n0\r\n\r\n"] {
+            let answer = try exchange(head + framing)
+            XCTAssertTrue(answer.hasPrefix("HTTP/1.1 400 "), "\(framing.prefix(20).debugDescription) -> \(answer.prefix(60))")
+        }
+        try assertHealthy()
+    }
+
+    /// Control bytes other than tab in the head are a 400: NUL, DEL, and the others below space.
+    func testControlBytesInTheHeadAre400() throws {
+        for byte in ["\u{0}", "\u{1}", "\u{1B}", "\u{7F}"] {
+            let answer = try exchange("GET / HTTP/1.1\r\nHost: x\r\nX-Value: a\(byte)b\r\nConnection: close\r\n\r\n")
+            XCTAssertTrue(answer.hasPrefix("HTTP/1.1 400 "), "\(byte.debugDescription) -> \(answer.prefix(60))")
+        }
+        let tab = try exchange("GET /api/users/2 HTTP/1.1\r\nHost: x\r\nX-Value: a\tb\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(tab.hasPrefix("HTTP/1.1 200 "), tab)
+        try assertHealthy()
+    }
+
     func testBareLineEndsGet400AtOnce() throws {
         for request in [
             "GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n", "GET / HTTP/1.1\rHost: x\r\n\r\n",

@@ -153,6 +153,7 @@ final class RestDemoTests: MockServerTestCase {
         try assertUsageError(["fly"], mentions: "unknown command 'fly'")
         try assertUsageError(["--timeout", "soon", "users"], mentions: "--timeout needs a number of seconds above 0 and at most 86400, not 'soon'")
         try assertUsageError(["users", "--page"], mentions: "'--page' needs a value")
+        try assertUsageError(["create", "--name", "--job", "x"], mentions: "'--name' needs a value")
         try assertUsageError(["update", "2"], mentions: "give --name, --job or both")
         let bare = try restdemo([], useServer: false)
         XCTAssertEqual(bare.status, 64)
@@ -214,6 +215,13 @@ final class RestDemoTests: MockServerTestCase {
         let largest = try restdemo(["--offline", "users", "--page", "1000000", "--per-page", "1000000"], useServer: false)
         XCTAssertEqual(largest.status, 0, largest.stderr)
         XCTAssertTrue(largest.stdout.hasSuffix("page 1000000 of 1, 12 users\n"), largest.stdout)
+    }
+
+    /// A base URL ending in "/" is the same base: `/api/users` goes to the server once, not as `//api/users`.
+    func testABaseURLWithATrailingSlashIsTheSameBase() throws {
+        let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/", "user", "2"], useServer: false)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/api/users/2"])
     }
 
     func testAnHTMLAnswerExits65WithOrWithoutJSON() throws {
