@@ -155,8 +155,8 @@ enum ArgumentParser {
     }
 
     static func parseBaseURL(_ text: String, source: String) throws -> URL {
-        let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
-        guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+        // A trailing "/" needs no trimming: paths are appended as path components.
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty, (1...65_535).contains(url.port ?? 80)
         else {
             throw UsageError(message: "\(source) needs an http(s) URL such as https://reqres.in, not '\(text)'", command: nil)
