@@ -30,6 +30,49 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertEqual(send(.get, "/api/users/2").statusCode, 200)
     }
 
+    /// A method sent in lower case (FoundationNetworking sends `httpMethod` verbatim on Linux; Apple platforms upper-case
+    /// the standard ones) matches a stub for it, so an app's test passes on both.
+    func testAStubMatchesAMethodSentInLowerCase() throws {
+        server.stub("GET", path: "/kit/method", response: .text("stubbed"))
+        let connection = try RawClient(port: server.port)
+        connection.send("get /kit/method HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let answer = connection.readUntilClosed().text
+        XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("\r\n\r\nstubbed"), answer)
+    }
+
+    /// The fault that answers a client's silent resend (a reused connection closed before any byte) answers only that
+    /// request sent again: another request after it gets its own answer.
+    func testARepeatedFaultAnswersOnlyTheSameRequest() throws {
+        server.stub("GET", path: "/kit/other", response: .text("other"))
+        let connection = try RawClient(port: server.port)
+        connection.send("GET /api/users/2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(connection.readResponses(1).count, 1, "the connection is now a reused one")
+        var fault = MockServer.Response()
+        fault.fault = .closeWithoutResponse
+        server.enqueue(fault)
+        connection.send("GET /kit/fault HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertEqual(connection.readUntilClosed().text, "", "closed without an answer")
+        let next = try RawClient(port: server.port)
+        next.send("GET /kit/other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let answer = next.readUntilClosed().text
+        XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("other"), answer)
+    }
+
+    /// `maximumRecordedRequests` keeps the most recent requests only, for `receivedRequests` and `takeRequest` alike.
+    func testOnlyTheMostRecentRequestsAreKept() throws {
+        var configuration = MockServer.Configuration()
+        configuration.maximumRecordedRequests = 3
+        let small = MockServer(configuration: configuration)
+        try small.start()
+        defer { small.stop() }
+        for index in 1...5 {
+            _ = send(.get, "/kit/\(index)", base: small.baseURL.absoluteString)
+        }
+        XCTAssertEqual(small.receivedRequests.map(\.path), ["/kit/3", "/kit/4", "/kit/5"])
+        XCTAssertEqual((0..<3).compactMap { _ in small.takeRequest(timeout: 0)?.path }, ["/kit/3", "/kit/4", "/kit/5"])
+        XCTAssertNil(small.takeRequest(timeout: 0))
+    }
+
     /// A stub path without its leading slash is read with one (before, it never matched, and the app under test got
     /// reqres' 404 with no hint why); `*` alone still matches every path.
     func testAStubPathWithoutItsSlashMatches() {
