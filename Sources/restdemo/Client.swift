@@ -15,6 +15,8 @@ struct Client {
         self.base = base
         self.options = options
         rest.timeoutInterval = options.timeout
+        // Scopes the stored token to the API's origin: a download or stream from another server gets none.
+        rest.baseURL = base
         if options.retries > 0 { rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: options.retries) }
         if options.verbose { rest.eventHandler = { event in Output.diagnostic("· \(event)") } }
         // A stored login token goes as Bearer; reqres has no refresh endpoint, so a rejected one means logging in again.

@@ -253,6 +253,30 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertNil(server.lastRequest(path: "/api/users/3")?.header("Authorization"))
     }
 
+    /// The stored token goes to the API's origin only: a download, stream or event stream from another server gets
+    /// none (the manager's `baseURL` scopes the authenticator).
+    func testTheStoredTokenGoesOnlyToTheAPIsOrigin() throws {
+        XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"]).status, 0)
+        let other = MockServer()
+        try other.start()
+        defer { other.stop() }
+        other.stub(path: "/file", response: .text("other"))
+        other.stub(path: "/feed", response: MockServer.Response(status: 204))
+        server.stub(path: "/file", response: .text("mine"))
+        let target = scratch.appendingPathComponent("file.txt")
+        for arguments in [
+            ["download", other.baseURL.absoluteString + "/file", "-o", target.path, "--quiet"],
+            ["stream", other.baseURL.absoluteString + "/file"], ["events", other.baseURL.absoluteString + "/feed"]
+        ] {
+            let run = try restdemo(arguments)
+            XCTAssertEqual(run.status, 0, run.stderr)
+        }
+        XCTAssertEqual(other.receivedRequests.count, 3)
+        XCTAssertEqual(other.receivedRequests.compactMap { $0.header("Authorization") }, [])
+        XCTAssertEqual(try restdemo(["stream", "/file"]).status, 0)
+        XCTAssertEqual(server.lastRequest(path: "/file")?.header("Authorization"), "Bearer QpwL5tke4Pnpja7X4")
+    }
+
     func testARejectedStoredTokenSaysToLogInAgain() throws {
         XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "x"]).status, 0)
         server.stub(path: "/api/users/2", response: MockServer.Response(status: 401))
