@@ -293,6 +293,7 @@ cases = [
  ("kit: a stub's method compared by case", "Sources/MockServer/Stubs.swift", '''if let method, method != request.method.uppercased() { return false }''', '''if let method, method != request.method { return false }''', "MockServerTestKitTests|UserServiceExampleTests|MockServerHTTPTests|ReqresConformanceTests"),
  ("restdemo: the token to every origin", "Sources/restdemo/Client.swift", '''        rest.baseURL = base
 ''', '''''', "RestDemoTests"),
+ ("restdemo: the API key to every origin", "Sources/restdemo/Transfers.swift", '''if RestManager.isSameOrigin(url, base) { rest.requestHttpHeaders.add(''', '''if !url.absoluteString.isEmpty { rest.requestHttpHeaders.add(''', "RestDemoTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

@@ -16,7 +16,8 @@ extension Client {
     /// Prints each line of the body as it arrives.
     func stream(_ invocation: Invocation) async throws {
         let url = try absoluteURL(invocation.positionals.first, command: "stream")
-        let rest = prepareForStreaming()
+        prepareForTransfer(to: url)
+        let rest = rest
         try await untilInterrupted(url) {
             let (body, _) = try await rest.stream(RestManager.Request(url: url))
             for try await line in body.lines { Output.line(line) }
@@ -26,22 +27,14 @@ extension Client {
     /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n).
     func events(_ invocation: Invocation) async throws {
         let url = try absoluteURL(invocation.positionals.first, command: "events")
-        let rest = prepareForStreaming()
+        prepareForTransfer(to: url)
+        let rest = rest
         try await untilInterrupted(url) {
             for try await event in rest.events(for: RestManager.Request(url: url)) {
                 let data = event.data.replacingOccurrences(of: "\n", with: "\\n")
                 Output.line("\(event.event)\t\(event.id ?? "-")\t\(data)")
             }
         }
-    }
-
-    /// The API key only; `--timeout` is how long the stream may go quiet.
-    private func prepareForStreaming() -> RestManager {
-        rest.clearParameters()
-        rest.requestHttpHeaders = RestManager.RestEntity()
-        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
-        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
-        return rest
     }
 
     /// Runs `body` until it ends; Ctrl-C cancels it (the connection closes) and exits with 130, as shells expect.

@@ -23,10 +23,8 @@ extension Client {
 
     /// Downloads through the library's resumable path; errors become exit codes.
     func download(_ url: URL, to destination: URL, quiet: Bool) async throws -> URL {
-        sendOnlyTheAPIKey()
+        prepareForTransfer(to: url)
         if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
-        // A transfer may take any time while bytes move: --timeout is how long it may go without one.
-        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
         let bar = ProgressBar(quiet: quiet)
         do {
             let saved = try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
@@ -45,10 +43,8 @@ extension Client {
         guard let method = RestManager.HttpMethod(rawValue: methodName.lowercased()), [.post, .put, .patch].contains(method) else {
             throw UsageError(message: "--method must be POST, PUT or PATCH, not '\(methodName)'", command: "upload")
         }
-        sendOnlyTheAPIKey()
+        prepareForTransfer(to: url)
         if let type = invocation.options["--content-type"] { rest.requestHttpHeaders.add(value: type, forKey: "Content-Type") }
-        // A transfer may take any time while bytes move: --timeout is how long it may go without one.
-        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
         let bar = ProgressBar(quiet: invocation.flags.contains("--quiet"))
         let results = await rest.upload(fileAt: file, toURL: url, withHttpMethod: method, progress: { bar.show($0) })
         if results.error == nil { bar.finish() } else { bar.clear() }
@@ -61,11 +57,14 @@ extension Client {
         }
     }
 
-    /// A transfer sends the API key and nothing left over from an earlier call.
-    private func sendOnlyTheAPIKey() {
+    /// A transfer or stream sends nothing left over from an earlier call, and the API key only to the API's origin (a
+    /// download from elsewhere gets none). It may take any time while bytes move: --timeout is how long it may go
+    /// without one.
+    func prepareForTransfer(to url: URL) {
         rest.clearParameters()
         rest.requestHttpHeaders = RestManager.RestEntity()
-        rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key")
+        if RestManager.isSameOrigin(url, base) { rest.requestHttpHeaders.add(value: options.apiKey, forKey: "x-api-key") }
+        if options.timeoutGiven { rest.idleTimeoutInterval = options.timeout }
     }
 
     /// An absolute http(s) URL, or a path starting with "/" on the API's base URL (the mock's with --offline).

@@ -253,9 +253,9 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertNil(server.lastRequest(path: "/api/users/3")?.header("Authorization"))
     }
 
-    /// The stored token goes to the API's origin only: a download, stream or event stream from another server gets
-    /// none (the manager's `baseURL` scopes the authenticator).
-    func testTheStoredTokenGoesOnlyToTheAPIsOrigin() throws {
+    /// The stored token and the API key go to the API's origin only: a download, upload, stream or event stream from
+    /// another server gets neither (the manager's `baseURL` scopes the authenticator).
+    func testTheStoredTokenAndTheAPIKeyGoOnlyToTheAPIsOrigin() throws {
         XCTAssertEqual(try restdemo(["login", "--email", "eve.holt@reqres.in", "--password", "cityslicka"]).status, 0)
         let other = MockServer()
         try other.start()
@@ -264,17 +264,19 @@ final class RestDemoTests: MockServerTestCase {
         other.stub(path: "/feed", response: MockServer.Response(status: 204))
         server.stub(path: "/file", response: .text("mine"))
         let target = scratch.appendingPathComponent("file.txt")
+        let otherFile = other.baseURL.absoluteString + "/file"
         for arguments in [
-            ["download", other.baseURL.absoluteString + "/file", "-o", target.path, "--quiet"],
-            ["stream", other.baseURL.absoluteString + "/file"], ["events", other.baseURL.absoluteString + "/feed"]
+            ["download", otherFile, "-o", target.path, "--quiet"], ["upload", target.path, otherFile, "--quiet"],
+            ["stream", otherFile], ["events", other.baseURL.absoluteString + "/feed"]
         ] {
             let run = try restdemo(arguments)
             XCTAssertEqual(run.status, 0, run.stderr)
         }
-        XCTAssertEqual(other.receivedRequests.count, 3)
-        XCTAssertEqual(other.receivedRequests.compactMap { $0.header("Authorization") }, [])
+        XCTAssertEqual(other.receivedRequests.count, 4)
+        XCTAssertEqual(other.receivedRequests.compactMap { $0.header("Authorization") ?? $0.header("x-api-key") }, [])
         XCTAssertEqual(try restdemo(["stream", "/file"]).status, 0)
         XCTAssertEqual(server.lastRequest(path: "/file")?.header("Authorization"), "Bearer QpwL5tke4Pnpja7X4")
+        XCTAssertEqual(server.lastRequest(path: "/file")?.header("x-api-key"), "reqres-free-v1")
     }
 
     func testARejectedStoredTokenSaysToLogInAgain() throws {
