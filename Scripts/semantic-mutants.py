@@ -294,6 +294,7 @@ cases = [
  ("restdemo: the token to every origin", "Sources/restdemo/Client.swift", '''        rest.baseURL = base
 ''', '''''', "RestDemoTests"),
  ("restdemo: the API key to every origin", "Sources/restdemo/Transfers.swift", '''if RestManager.isSameOrigin(url, base) { rest.requestHttpHeaders.add(''', '''if !url.absoluteString.isEmpty { rest.requestHttpHeaders.add(''', "RestDemoTests"),
+ ("restdemo: an unreadable answer is unreachable", "Sources/restdemo/Transfers.swift", '''where urlError.code == .cannotParseResponse:''', '''where urlError.code == .cannotParseResponse && what.isEmpty:''', "RestDemoStreamingTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

@@ -84,6 +84,9 @@ extension Client {
             return Exit(code: fileCode, message: "cannot \(fileCode == Exit.cannotWrite ? "write" : "read") \(file.path): \(reason)")
         case .invalidURL, .invalidHeader, .invalidTimeout, .bodyEncodingFailed:
             return Exit(code: Exit.usage, message: error.localizedDescription)
+        // The server answered, with something the command cannot read (not an event stream, broken ranges).
+        case .transport(let urlError) where urlError.code == .cannotParseResponse:
+            return Exit(code: Exit.badData, message: "\(what): \(error.localizedDescription)")
         default: return Exit(code: Exit.unavailable, message: "\(what): \(error.localizedDescription)")
         }
     }

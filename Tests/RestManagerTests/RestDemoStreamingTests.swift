@@ -37,6 +37,20 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertEqual(run.stderr.filter { $0 == "\n" }.count, 1, run.stderr)
     }
 
+    /// An answer that is not what the command reads (JSON to `events`, a 206 that breaks its `Content-Range` to
+    /// `download`) is a bad answer, exit 65 as for JSON that does not decode: the network was reachable.
+    func testAnAnswerOfTheWrongKindExits65() throws {
+        let events = try restdemo(["events", "/api/users/2"])
+        XCTAssertEqual(events.status, 65, events.stderr)
+        let reason = "The answer is not an event stream: its Content-Type is 'application/json; charset=utf-8', not text/event-stream"
+        XCTAssertTrue(events.stderr.hasSuffix("/api/users/2: Network error -1017: \(reason)\n"), events.stderr)
+        server.stub(path: "/long", response: MockServer.Response(status: 206, headers: [("Content-Range", "bytes 0-1/2")], body: Data("abc".utf8)))
+        let download = try restdemo(["download", "/long", "-o", scratch.appendingPathComponent("long").path, "--quiet"])
+        XCTAssertEqual(download.status, 65, download.stderr)
+        XCTAssertTrue(download.stderr.hasSuffix("the 206 answer is longer than its Content-Range\n"), download.stderr)
+        XCTAssertEqual(download.stderr.filter { $0 == "\n" }.count, 1, download.stderr)
+    }
+
     func testAMissingURLIsAUsageError() throws {
         let run = try restdemo(["events"])
         XCTAssertEqual(run.status, 64)
