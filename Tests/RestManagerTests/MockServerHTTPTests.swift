@@ -232,7 +232,7 @@ final class MockServerLifecycleTests: XCTestCase {
         XCTAssertEqual(server.baseURL.absoluteString, "http://[::1]:\(server.port)")
     }
 
-    /// A server left running (`restdemo serve`) must not keep every request forever.
+    /// A server left running (`restdemo serve`) must not keep every request forever (`receivedRequests` and `takeRequest`).
     func testRecordsOnlyTheMostRecentRequests() throws {
         var configuration = MockServer.Configuration()
         configuration.maximumRecordedRequests = 5
@@ -246,5 +246,8 @@ final class MockServerLifecycleTests: XCTestCase {
         }
         XCTAssertEqual(server.receivedRequests.map(\.rawQuery), (18..<23).map { "i=\($0)" })
         XCTAssertEqual(server.handledRequestCount, 23)
+        // `takeRequest` keeps the same ones.
+        XCTAssertEqual((0..<5).compactMap { _ in server.takeRequest(timeout: 0)?.rawQuery }, (18..<23).map { "i=\($0)" })
+        XCTAssertNil(server.takeRequest(timeout: 0))
     }
 }

@@ -58,21 +58,6 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("other"), answer)
     }
 
-    /// `maximumRecordedRequests` keeps the most recent requests only, for `receivedRequests` and `takeRequest` alike.
-    func testOnlyTheMostRecentRequestsAreKept() throws {
-        var configuration = MockServer.Configuration()
-        configuration.maximumRecordedRequests = 3
-        let small = MockServer(configuration: configuration)
-        try small.start()
-        defer { small.stop() }
-        for index in 1...5 {
-            _ = send(.get, "/kit/\(index)", base: small.baseURL.absoluteString)
-        }
-        XCTAssertEqual(small.receivedRequests.map(\.path), ["/kit/3", "/kit/4", "/kit/5"])
-        XCTAssertEqual((0..<3).compactMap { _ in small.takeRequest(timeout: 0)?.path }, ["/kit/3", "/kit/4", "/kit/5"])
-        XCTAssertNil(small.takeRequest(timeout: 0))
-    }
-
     /// A stub path without its leading slash is read with one (before, it never matched, and the app under test got
     /// reqres' 404 with no hint why); `*` alone still matches every path.
     func testAStubPathWithoutItsSlashMatches() {
