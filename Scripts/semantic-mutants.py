@@ -62,7 +62,8 @@ cases = [
  ("form Content-Type sends JSON", C, '''if media == "application/x-www-form-urlencoded" {''', '''if false {''', "BodyEncodingTests"),
  ("multipart without its closing boundary", C, '''return body + Data("--\\(boundary)--\\r\\n".utf8)''', '''return body''', "MultipartTests"),
  ("+json not a JSON type", C, '''return media.hasSuffix("+json") ? "application/json" : media''', '''return media''', "BodyEncodingTests"),
- ("a raw body without Content-Type", C, '''if snapshot.body != nil, headers.value(forKey: "Content-Type") == nil {''', '''if snapshot.body == nil, headers.value(forKey: "Content-Type") == nil {''', "BodyEncodingTests"),
+ ("a raw body without Content-Type", C, '''if value.bodyFile != nil || request.httpBody != nil, headers.value(forKey: "Content-Type") == nil {''', '''if value.bodyFile != nil, headers.value(forKey: "Content-Type") == nil {''', "BodyEncodingTests|ValueRequestTests"),
+ ("query parameters not counted in the URL's length", C, '''return query.totalItems() > 0 ? try urlWithQuery(result, query: RestEntity()) : result''', '''return result''', "RequestSafetyTests"),
  ("method sent lower-case", C, '''public var name: String { rawValue.uppercased() }''', '''public var name: String { rawValue }''', "MethodAndHeaderTests"),
  # Redirects
  ("303 keeps POST", C, '''                response.statusCode == 303

@@ -119,11 +119,14 @@ extension MockServer {
             return response
         }
 
-        /// Server-Sent Events (`text/event-stream`), each written after its delay; the stream then ends.
+        /// Server-Sent Events (`text/event-stream`), each written after its delay; the stream then ends. An `id` or
+        /// `event` with CR or LF in it would write a field of its own: a mistake in the test, stopped here (see
+        /// `eventProblem`).
         /// ```swift
         /// server.stub("GET", path: "/events", response: .events([.init(id: "1", data: "hello"), .init(data: "bye", after: 0.5)]))
         /// ```
         public static func events(_ events: [Event]) -> Response {
+            if let problem = eventProblem(events) { preconditionFailure("MockServer.Response.events: \(problem)") }
             let pieces = events.map { Piece(after: $0.delay, $0.text) }
             var response = streamed(pieces, contentType: "text/event-stream")
             response.headers.append(("Cache-Control", "no-cache"))
@@ -143,6 +146,18 @@ extension MockServer {
             }
             if let bad = headers.first(where: { !HeaderText.isValidValue($0.value) }) {
                 return "the value of header '\(bad.name)' contains CR, LF or NUL"
+            }
+            return nil
+        }
+
+        /// What is wrong with `events` (CR or LF in an `id` or `event`, which would start a field of its own), or nil.
+        public static func eventProblem(_ events: [Event]) -> String? {
+            for (index, event) in events.enumerated() {
+                for (field, value) in [("id", event.id), ("event", event.event)] {
+                    if let value, value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
+                        return "the \(field) of event \(index) ('\(HeaderText.printable(value))') contains CR or LF"
+                    }
+                }
             }
             return nil
         }

@@ -1124,11 +1124,6 @@ public final class RestManager: @unchecked Sendable {
             let method = value.method
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
-            // libcurl fails heads over 1 MiB ("Out of memory"). Redacted, then cut: a cut password would read as host.
-            if let text = request.url?.absoluteString, text.utf8.count > 1_000_000 {
-                throw CustomError.invalidURL(
-                    Redaction.url(text).prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
-            }
             if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
             // the library enforces the deadline, Foundation's only comes later (10^8 s is "never"). A file upload gets
@@ -1145,14 +1140,14 @@ public final class RestManager: @unchecked Sendable {
                 guard method != .get && method != .head else {
                     throw CustomError.bodyEncodingFailed("a \(method.name) request cannot carry a body")
                 }
-                if headers.value(forKey: "Content-Type") == nil {
-                    headers.add(value: "application/octet-stream", forKey: "Content-Type")
-                }
             } else if method != .get && method != .head, let body = try body(for: value, headers: &headers) {
                 request.httpBody = body
             } else {
                 // Headers that describe a body go only with one (a GET after a POST on the same manager).
                 for name in bodyHeaderNames { headers.removeValue(forKey: name) }
+            }
+            if value.bodyFile != nil || request.httpBody != nil, headers.value(forKey: "Content-Type") == nil {
+                headers.add(value: "application/octet-stream", forKey: "Content-Type")
             }
             if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }
             if headers.value(forKey: "User-Agent") == nil { headers.add(value: userAgent, forKey: "User-Agent") }
@@ -1198,9 +1193,6 @@ public final class RestManager: @unchecked Sendable {
                 }
                 return snapshot.bodyParameters.jsonObject
             }
-            if snapshot.body != nil, headers.value(forKey: "Content-Type") == nil {
-                headers.add(value: "application/octet-stream", forKey: "Content-Type")
-            }
             return snapshot.body
         }
 
@@ -1243,8 +1235,14 @@ public final class RestManager: @unchecked Sendable {
             return (beforeFragment[..<question], beforeFragment[beforeFragment.index(after: question)...])
         }
 
+        /// `url` with `query` appended, checked as every URL sent is (http(s), host, port, control characters, length).
         static func urlWithQuery(_ url: URL, query: RestEntity) throws -> URL {
             let text = url.absoluteString
+            // libcurl fails heads over 1 MiB ("Out of memory"). Redacted, then cut: a cut password would read as host.
+            if text.utf8.count > 1_000_000 {
+                throw CustomError.invalidURL(
+                    Redaction.url(text).prefix(60) + "…", reason: "it is longer than 1,000,000 bytes")
+            }
             if let control = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
                 throw CustomError.invalidURL(
                     Encoding.printable(text),
@@ -1283,7 +1281,7 @@ public final class RestManager: @unchecked Sendable {
             guard let result = components.url else {
                 throw CustomError.invalidURL(text, reason: "it cannot be rebuilt")
             }
-            return result
+            return query.totalItems() > 0 ? try urlWithQuery(result, query: RestEntity()) : result
         }
 
         static func validateHeader(name: String, value: String) throws {

@@ -151,7 +151,8 @@ final class InterceptorTests: MockServerTestCase {
     }
 
     /// An adapted URL is checked like the caller's: http(s) only (before, `ftp://` made libcurl speak FTP to that host
-    /// and `data:` was "answered"), with its scheme in lower case (`HTTP://` was "unsupported URL" on Linux).
+    /// and `data:` was "answered"), with its scheme in lower case (`HTTP://` was "unsupported URL" on Linux), at most
+    /// 1,000,000 bytes (before, one byte more went to libcurl and failed as "Network error -1: Out of memory").
     func testAnAdaptedURLIsValidatedLikeAnyOther() {
         struct Mover: RestManager.Interceptor {
             let target: String
@@ -168,6 +169,14 @@ final class InterceptorTests: MockServerTestCase {
             }
             XCTAssertEqual(refused, target.isEmpty ? "file:///" : target, "no URL at all is refused too")
         }
+        let prefix = "http://127.0.0.1:\(server.port)/long?q="
+        let long = prefix + String(repeating: "a", count: 1_000_001 - prefix.utf8.count)
+        rest.interceptors = [Mover(target: long)]
+        guard case .invalidURL(let shown, let reason)? = send(.get, "/x").error as? RestManager.CustomError else {
+            return XCTFail("a URL of 1,000,001 bytes was not refused")
+        }
+        XCTAssertEqual(shown, String(long.prefix(60)) + "…")
+        XCTAssertEqual(reason, "it is longer than 1,000,000 bytes")
         XCTAssertEqual(server.receivedRequests.count, 0)
         rest.interceptors = [Mover(target: "HTTP://127.0.0.1:\(server.port)/moved")]
         XCTAssertEqual(send(.get, "/x").statusCode, 404)

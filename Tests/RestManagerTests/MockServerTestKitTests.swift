@@ -232,7 +232,7 @@ final class MockServerTestKitTests: MockServerTestCase {
     }
 }
 
-/// What refuses a bad header in a stub (the message the precondition failure shows).
+/// What refuses a bad header or event in a stub (the message the precondition failure shows).
 final class MockServerResponseHeaderTests: XCTestCase {
     func testHeaderProblemsNameTheHeader() {
         XCTAssertNil(MockServer.Response.headerProblem([("X-A", "b, c"), ("ETag", "\"v1\"")]))
@@ -243,6 +243,18 @@ final class MockServerResponseHeaderTests: XCTestCase {
             "the value of header 'X-Evil' contains CR, LF or NUL")
         XCTAssertEqual(MockServer.Response.headerProblem([("X-Nul", "a\u{0}b")]), "the value of header 'X-Nul' contains CR, LF or NUL")
         XCTAssertEqual(MockServer.Response.headerProblem([("X\r\nY", "v")]), "header name 'X\\u{d}\\u{a}Y' is not a valid token")
+    }
+
+    /// An `id` or `event` with a line end would write a field of its own (`id: 1\ndata: injected`); data may hold any.
+    func testEventProblemsNameTheEventAndField() {
+        typealias Event = MockServer.Response.Event
+        XCTAssertNil(MockServer.Response.eventProblem([Event(id: "1", event: "add", data: "a\r\nb\rc\n", retry: 5)]))
+        XCTAssertNil(MockServer.Response.eventProblem([Event(id: "a\u{0}b", data: "NUL is the client's to ignore")]))
+        XCTAssertEqual(
+            MockServer.Response.eventProblem([Event(data: "ok"), Event(id: "1\ndata: injected", data: "x")]),
+            "the id of event 1 ('1\\u{a}data: injected') contains CR or LF")
+        XCTAssertEqual(
+            MockServer.Response.eventProblem([Event(event: "add\r", data: "x")]), "the event of event 0 ('add\\u{d}') contains CR or LF")
     }
 }
 

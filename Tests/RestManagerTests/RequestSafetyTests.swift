@@ -153,6 +153,13 @@ final class RequestSafetyTests: MockServerTestCase {
             XCTAssertEqual(shown, String((prefix + exact).prefix(60)) + "…")
             XCTAssertEqual(reason, "it is longer than 1,000,000 bytes")
         }
+        // Query parameters count: a URL of exactly 1,000,000 bytes before them is refused with them.
+        var request = RestManager.Request(url: url("/_test/echo?q=" + exact))
+        request.queryParameters.add(value: "1", forKey: "p")
+        guard case .invalidURL(_, let reason)? = send(request).error as? RestManager.CustomError else {
+            return XCTFail("the query parameters made it too long")
+        }
+        XCTAssertEqual(reason, "it is longer than 1,000,000 bytes")
         // A password past the 60 characters shown is not printed in part.
         let token = String(repeating: "s3cr3t", count: 20)
         let secret = "http://user:\(token)@127.0.0.1:\(server.port)/_test/echo?q=" + exact
