@@ -284,6 +284,12 @@ cases = [
  ("backlog: the delegate thread waits too", "Sources/RestManager/RestManager.swift", '''if queued >= Self.limit, DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {''', '''if queued >= Self.limit {''', "DelegateBacklogTests|TransferBackPressureTests"),
  ("backlog: excused calls wait", "Sources/RestManager/RestManager.swift", '''while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}''', '''while queued >= Self.limit, lock.wait(until: deadline) {}''', "DelegateBacklogTests|TransferBackPressureTests"),
  ("backlog: no limit", "Sources/RestManager/RestManager.swift", '''static let limit = 2_048''', '''static let limit = 2_048_000''', "DelegateBacklogTests|TransferBackPressureTests"),
+ ("kit: a raw answer keeps the connection open", "Sources/MockServer/Connection.swift", '''                guard write(Array(piece.data)[...]) else { return false }
+            }
+            return false''', '''                guard write(Array(piece.data)[...]) else { return false }
+            }
+            return keepAlive''', "MockServerTestKitTests"),
+ ("kit: an event's id may hold a CR", "Sources/MockServer/Stubs.swift", '''if let value, value.unicodeScalars.contains(where: { $0 == "\\r" || $0 == "\\n" }) {''', '''if let value, value.unicodeScalars.contains(where: { $0 == "\\n" }) {''', "MockServerResponseHeaderTests"),
  ("kit: the first matching stub wins", "Sources/MockServer/Stubs.swift", '''return (nil, stubs.last { $0.matches(request) })''', '''return (nil, stubs.first { $0.matches(request) })''', "MockServerTestKitTests|UserServiceExampleTests|MockServerHTTPTests|ReqresConformanceTests"),
  ("kit: a path without its slash kept", "Sources/MockServer/Stubs.swift", '''self.path = path.hasPrefix("/") || path.hasPrefix("*") ? path : "/" + path''', '''self.path = path''', "MockServerTestKitTests|UserServiceExampleTests|MockServerHTTPTests|ReqresConformanceTests"),
  ("kit: a wildcard read as exact", "Sources/MockServer/Stubs.swift", '''if path.hasSuffix("*") { return request.path.hasPrefix(String(path.dropLast())) }''', '''if path.hasSuffix("*") { return request.path == path }''', "MockServerTestKitTests|UserServiceExampleTests|MockServerHTTPTests|ReqresConformanceTests"),

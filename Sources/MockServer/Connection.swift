@@ -166,6 +166,13 @@ struct Connection {
     /// as asked. Returns whether the connection stays open.
     private func write(_ stub: MockServer.Response, keepAlive: Bool, includeBody: Bool) -> Bool {
         if stub.delay > 0 && !server.pause(seconds: stub.delay) { return false }
+        if let raw = stub.rawPieces {
+            for piece in raw {
+                if piece.delay > 0 && !clientStaysFor(seconds: piece.delay) { return false }
+                guard write(Array(piece.data)[...]) else { return false }
+            }
+            return false
+        }
         switch stub.fault {
         case .closeWithoutResponse?: return false
         case .resetConnection?:

@@ -27,6 +27,8 @@ extension MockServer {
         /// A streamed body: when set, `body` is ignored and these pieces go out as HTTP chunks, each after its delay
         /// (see `streamed(_:status:contentType:)`).
         public var pieces: [Piece] = []
+        /// Bytes written as they are instead of an answer (see `raw(_:)`).
+        var rawPieces: [Piece]?
 
         /// One piece of a streamed body, written `delay` seconds after the one before.
         public struct Piece: Sendable {
@@ -116,6 +118,17 @@ extension MockServer {
         public static func streamed(_ pieces: [Piece], status: Int = 200, contentType: String = "application/octet-stream") -> Response {
             var response = Response(status: status, headers: [("Content-Type", contentType), ("Transfer-Encoding", "chunked")])
             response.pieces = pieces
+            return response
+        }
+
+        /// Bytes written exactly as given instead of an answer, each piece after its delay, then the connection closes:
+        /// a broken or hostile server for a client's tests (`status`, `headers` and `fault` are not used).
+        /// ```swift
+        /// server.stub(path: "/liar", response: .raw([.init("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"), .init(after: 0.1, "short")]))
+        /// ```
+        public static func raw(_ pieces: [Piece]) -> Response {
+            var response = Response()
+            response.rawPieces = pieces
             return response
         }
 

@@ -93,19 +93,35 @@ final class FaultMatrixTests: MockServerTestCase {
         XCTAssertEqual(Set(codes), [.cannotConnectToHost, .cannotFindHost])
     }
 
-    /// Swift 6.3.x on Linux kills the client process when a server drops the connection inside the
-    /// status line or headers (swift-corelibs-foundation #5285). This runs that case in a child
-    /// process (the restdemo binary) and records what happens, so a toolchain change is noticed.
-    func testConnectionDroppedInsideHeadersInAChildProcess() throws {
-        let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/close-in-headers", "users"], useServer: false)
-        XCTAssertTrue(server.waitForRequests(1))
-        if run.crashed {
-            // The known toolchain trap: documented in the README under "Guarantees and known toolchain limits".
-            XCTAssertTrue(run.stderr.contains("Transfer completed, but there's no response"), run.stderr)
-        } else {
-            // A fixed toolchain: the library reports a clean transport error and restdemo exits 69.
-            XCTAssertEqual(run.status, 69, run.stderr)
-            XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot reach "), run.stderr)
+    /// Swift 6.3.x on Linux kills the client process when libcurl finishes an answer whose head FoundationNetworking
+    /// never saw end, or lost (swift-corelibs-foundation #5285): a server that drops the connection inside the status
+    /// line or headers, after a 1xx head too, or starts a header line with a bare CR or a NUL (libcurl ends the head
+    /// there; FoundationNetworking waits for CRLF), or ends a chunked body with a trailer field — a valid answer, whose
+    /// trailer libcurl hands over as a header line that FoundationNetworking takes for the start of a new head. Each
+    /// runs in a child process (the restdemo binary) and what happens is recorded, so that a toolchain change is
+    /// noticed. (`HostileResponseFuzzTests` keeps to answers that do not trap.)
+    func testHeadsThatTrapFoundationNetworkingInAChildProcess() throws {
+        let heads = [
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\rX-After: a bare CR\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\0Content-Length: 2\r\n\r\nok",
+            "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Checksum: 1\r\n\r\n"
+        ]
+        for (index, head) in heads.enumerated() {
+            server.stub(path: "/trap\(index)/*", response: .raw([.init(head)]))
         }
+        let bases = ["/_test/close-in-headers"] + heads.indices.map { "/trap\($0)" }
+        for base in bases {
+            let run = try restdemo(["--base-url", server.baseURL.absoluteString + base, "users"], useServer: false)
+            if run.crashed {
+                // The known toolchain trap: documented in the README under "Guarantees and known toolchain limits".
+                XCTAssertTrue(run.stderr.contains("Transfer completed, but there's no response"), "\(base): \(run.stderr)")
+            } else {
+                // A fixed toolchain: the library reports a clean transport error and restdemo exits 69.
+                XCTAssertEqual(run.status, 69, "\(base): \(run.stderr)")
+                XCTAssertTrue(run.stderr.hasPrefix("restdemo: cannot reach "), "\(base): \(run.stderr)")
+            }
+        }
+        XCTAssertGreaterThanOrEqual(server.receivedRequests.count, bases.count, "each reached the server")
     }
 }

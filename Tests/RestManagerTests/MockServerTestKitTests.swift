@@ -149,6 +149,25 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.4, "5,000 bytes at 10,000 a second")
     }
 
+    /// A raw answer is exactly its bytes, each piece after its delay, and then the connection closes: nothing added
+    /// (no head, no Content-Length), whatever the stub's status or the request's keep-alive.
+    func testARawAnswerIsExactlyItsBytesThenTheConnectionCloses() throws {
+        var raw = MockServer.Response.raw([.init("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"), .init(after: 0.3, "short")])
+        raw.status = 500
+        server.stub(path: "/liar", response: raw)
+        let client = try RawClient(port: server.port)
+        let started = Date()
+        client.send("GET /liar HTTP/1.1\r\nHost: x\r\n\r\n")
+        let (text, closed) = client.readUntilClosed()
+        XCTAssertEqual(text, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort")
+        XCTAssertTrue(closed)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.25, "the second piece waited its delay (poll may wake a little early)")
+        guard case .transport(let error)? = send(.get, "/liar").error as? RestManager.CustomError else {
+            return XCTFail("a body cut short is an error")
+        }
+        XCTAssertEqual(error.localizedDescription, "transfer closed with 4 bytes remaining to read")
+    }
+
     func testEachFaultIsSeenByRestManagerAsTheRightError() {
         rest.timeoutInterval = 1
         for fault in MockServer.Fault.allCases {
