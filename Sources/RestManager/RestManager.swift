@@ -2106,7 +2106,7 @@ public final class RestManager: @unchecked Sendable {
             var request = request
             let file = lock.withLock { () -> URL? in
                 transfer?.prepare(&request)
-                return bodyFile
+                return request.httpBody == nil ? bodyFile : nil
             }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
