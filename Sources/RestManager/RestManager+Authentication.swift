@@ -15,7 +15,8 @@ extension RestManager {
     /// a 401 (once for any number of concurrent 401s). Default nil. It is the first of the manager's `interceptors`.
     ///
     /// With a `baseURL`, the token goes only to requests for that origin (scheme, host and port): a CDN or a presigned
-    /// storage URL called on the same manager gets none. Without a `baseURL` it goes to every origin.
+    /// storage URL called on the same manager gets none. Without a `baseURL` it goes to every origin. An interceptor
+    /// after it that moves a request to another origin takes the token along: insert such an interceptor before it.
     public var authenticator: Authenticator? {
         get { interceptors.lazy.compactMap { ($0 as? BoundAuthenticator)?.authenticator }.first }
         set {

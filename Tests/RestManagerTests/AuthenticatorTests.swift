@@ -314,6 +314,33 @@ final class AuthenticatorScopeTests: MockServerTestCase {
         XCTAssertEqual(authorization(cdn), ["none", "Bearer t0"], "without a baseURL every origin gets it")
     }
 
+    /// An interceptor that moves requests to another origin: inserted before the authenticator, the moved request gets
+    /// no token (the authenticator sees where it goes); after it, the token goes along (as documented).
+    func testAnInterceptorMovingRequestsGetsNoTokenWhenItRunsFirst() throws {
+        struct Mover: RestManager.Interceptor {
+            let target: URL
+            func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+                var moved = request
+                moved.url = target
+                return moved
+            }
+        }
+        let mirror = MockServer()
+        try mirror.start()
+        defer { mirror.stop() }
+        _ = install(Credential(accessToken: "t0"))
+        rest.baseURL = server.baseURL
+        let mover = Mover(target: mirror.baseURL.appendingPathComponent("_test/status/204"))
+        rest.interceptors.insert(mover, at: 0)
+        XCTAssertEqual(send(.get, "/_test/status/204").statusCode, 204)
+        XCTAssertEqual(authorization(mirror), ["none"])
+        rest.interceptors = [rest.interceptors[1], mover]
+        XCTAssertNotNil(rest.authenticator, "still installed, now first")
+        XCTAssertEqual(send(.get, "/_test/status/204").statusCode, 204)
+        XCTAssertEqual(authorization(mirror), ["none", "Bearer t0"], "an interceptor after the authenticator takes it along")
+        XCTAssertEqual(authorization(server), [])
+    }
+
     func testGetDataNeverCarriesTheToken() {
         _ = install(Credential(accessToken: "t0"))
         let done = expectation(description: "getData")
