@@ -36,6 +36,11 @@ cases = [
  ("auth: a 401 from another origin refreshes", A, '''guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else {''', '''guard answered != nil, request.url != nil else {''', "AuthenticatorScopeTests"),
  ("auth: logout loses to the refresh", A, '''if generation != startedGeneration {''', '''if false, generation != startedGeneration {''', "AuthenticatorScopeTests"),
  ("auth: refresh margin 30 s flat", A, '''return expiresAt.timeIntervalSinceNow < min(30, max(0, life) / 4)''', '''return expiresAt.timeIntervalSinceNow < 30 + 0 * life''', "AuthenticatorScopeTests"),
+ ("redaction: percent-encoded names not decoded", C, '''return isSecretName(name.removingPercentEncoding ?? name)''', '''return isSecretName(name)''', "SecretTests"),
+ ("redaction: 'session' not a secret part", C, '''            "signature", "session", "credential"
+''', '''            "signature", "credential"
+''', "SecretTests"),
+ ("redaction: a csrf header not secret", C, '''"signature", "session", "credential", "csrf"]''', '''"signature", "session", "credential"]''', "SecretTests"),
  ("redaction: sig not secret", C, '''"key", "auth", "authorization", "sig", "jwt"''', '''"key", "auth", "authorization", "jwt"''', "SecretTests"),
  ("redirect: unknown headers follow", C, '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {''', '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) && Redaction.isSecretHeader(name) {''', "SecretTests|RedirectTests|OriginTests"),
  ("Retry-After: asctime not read", P, '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"''', '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'"''', "RetryPolicyTests"),

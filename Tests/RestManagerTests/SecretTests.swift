@@ -12,13 +12,13 @@ final class SecretTests: MockServerTestCase {
     static let secretHeaders = [
         "Authorization", "Proxy-Authorization", "Cookie", "X-API-Key", "Api-Key", "Ocp-Apim-Subscription-Key", "x-functions-key",
         "X-Auth-Key", "X-Auth-Token", "X-Access-Key", "X-Master-Key", "Authentication", "X-Upstream-Authorization",
-        "X-Amz-Security-Token", "X-Goog-Api-Key", "PRIVATE-TOKEN", "X-CSRF-Token"
+        "X-Amz-Security-Token", "X-Goog-Api-Key", "PRIVATE-TOKEN", "X-CSRF-Token", "X-Csrf"
     ]
     /// Query and body names that hold secrets, and look-alikes that do not.
     static let secretNames = [
         "sig", "jwt", "token", "access_token", "api_key", "key", "access_key", "private_key", "code", "password", "pwd", "pass",
         "secret", "client_secret", "refresh_token", "authorization", "otp", "pin", "ticket", "SAMLResponse", "X-Amz-Credential",
-        "X-Amz-Signature", "X-Goog-Signature"
+        "X-Amz-Signature", "X-Goog-Signature", "session_id"
     ]
     static let harmlessNames = ["page", "keyboard", "zipcode", "author", "pinned", "sort"]
 
@@ -140,6 +140,9 @@ final class SecretTests: MockServerTestCase {
         }
         let invalid = RestManager.CustomError.invalidURL("http://h/x?sig=abc&X-Amz-Signature=def&page=1", reason: "test")
         XCTAssertEqual(invalid.localizedDescription, "Invalid URL 'http://h/x?sig=<redacted>&X-Amz-Signature=<redacted>&page=1': test.")
+        // A name is what the server decodes: `%6B%65%79` is `key` (a client that encodes every byte sends it so).
+        let encoded = RestManager.CustomError.invalidURL("http://h/x?%6B%65%79=abc&p%69n=1234&%70age=2", reason: "test")
+        XCTAssertEqual(encoded.localizedDescription, "Invalid URL 'http://h/x?%6B%65%79=<redacted>&p%69n=<redacted>&%70age=2': test.")
     }
 
     func testATokenAsTheURLsUserNameIsRedacted() throws {
