@@ -41,6 +41,7 @@ cases = [
 ''', '''            "signature", "credential"
 ''', "SecretTests"),
  ("redaction: a csrf header not secret", C, '''"signature", "session", "credential", "csrf"]''', '''"signature", "session", "credential"]''', "SecretTests"),
+ ("redaction: a body without secrets re-encoded", C, '''guard found, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else {''', '''guard let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else {''', "CurlCommandTests"),
  ("redaction: sig not secret", C, '''"key", "auth", "authorization", "sig", "jwt"''', '''"key", "auth", "authorization", "jwt"''', "SecretTests"),
  ("redirect: unknown headers follow", C, '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) {''', '''for name in (current.allHTTPHeaderFields ?? [:]).keys where !followers.contains(name.lowercased()) && Redaction.isSecretHeader(name) {''', "SecretTests|RedirectTests|OriginTests"),
  ("Retry-After: asctime not read", P, '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"''', '''"EEEE, dd-MMM-yy HH:mm:ss 'GMT'"''', "RetryPolicyTests"),

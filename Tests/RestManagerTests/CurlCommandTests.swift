@@ -23,6 +23,17 @@ final class CurlCommandTests: MockServerTestCase {
         XCTAssertTrue(revealed.contains("Bearer top-secret"))
     }
 
+    /// A JSON body with no secret goes into the line byte for byte (key order and spacing kept): a body a signature
+    /// covers must send the same bytes again. One with a secret is rewritten (keys sorted), its secret redacted.
+    func testCurlLineKeepsABodyWithoutSecretsByteForByte() throws {
+        var request = RestManager.Request(.post, url: try XCTUnwrap(URL(string: "http://127.0.0.1:1/orders")))
+        request.headers.add(value: "application/json", forKey: "Content-Type")
+        request.body = Data(#"{"zeta": 1, "alpha": [2, 3]}"#.utf8)
+        XCTAssertTrue(try rest.curlCommand(for: request).hasSuffix(#"--data-binary '{"zeta": 1, "alpha": [2, 3]}'"#))
+        request.body = Data(#"{"zeta": 1, "token": "t"}"#.utf8)
+        XCTAssertTrue(try rest.curlCommand(for: request).hasSuffix(#"--data-binary '{"token":"<redacted>","zeta":1}'"#))
+    }
+
     func testCurlLineOfAGetHasNoBodyAndNoMethodFlag() throws {
         rest.httpBodyParameters.add(value: "ignored", forKey: "x")
         let line = try rest.curlCommand(forURL: URL(string: "http://127.0.0.1:1/a")!, withHttpMethod: .get)
