@@ -104,6 +104,10 @@ final class AsyncAndCodableTests: MockServerTestCase {
         XCTAssertThrowsError(try results.decode(UserPage.self)) { error in
             guard case .emptyBody(204) = error as? RestManager.CustomError else { return XCTFail("\(error)") }
         }
+        // For an Optional type an empty body is nil, through `request(_:for:)` too.
+        XCTAssertNil(try results.decode(UserPage?.self))
+        let none = try await rest.request(UserPage?.self, for: RestManager.Request(.delete, url: url("/api/users/2")))
+        XCTAssertNil(none)
     }
 
     func testMalformedBodyKeepsTheDecoderError() async throws {

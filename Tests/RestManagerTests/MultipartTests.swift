@@ -26,7 +26,8 @@ final class MultipartTests: MockServerTestCase {
     func testFieldsAndFilesReachTheServerFramedExactly() throws {
         rest.httpBodyParameters.add(value: "Holiday \"2026\"", forKey: "title")
         let jpeg = Data([0xFF, 0xD8, 0x0D, 0x0A, 0x2D, 0x2D, 0xFF, 0xD9])
-        rest.addFile(jpeg, fieldName: "photo", fileName: "beach\r\n.jpg", mimeType: "image/jpeg")
+        // Quotes and line ends cannot end a parameter or start a header of their own.
+        rest.addFile(jpeg, fieldName: "pho\"to", fileName: "be\"ach\r\n.jpg", mimeType: "image/jpeg\r\nX-Injected: 1")
         let echo = try echo(send(.post, "/_test/echo"))
         let contentType = try XCTUnwrap(echo.header("Content-Type"))
         XCTAssertTrue(contentType.hasPrefix("multipart/form-data; boundary=RestManager-"))
@@ -35,7 +36,9 @@ final class MultipartTests: MockServerTestCase {
         XCTAssertEqual(parts.count, 2)
         XCTAssertEqual(parts[0].headers, "Content-Disposition: form-data; name=\"title\"")
         XCTAssertEqual(String(decoding: parts[0].data, as: UTF8.self), "Holiday \"2026\"")
-        XCTAssertEqual(parts[1].headers, "Content-Disposition: form-data; name=\"photo\"; filename=\"beach%0D%0A.jpg\"\r\nContent-Type: image/jpeg")
+        XCTAssertEqual(
+            parts[1].headers,
+            "Content-Disposition: form-data; name=\"pho%22to\"; filename=\"be%22ach%0D%0A.jpg\"\r\nContent-Type: image/jpeg  X-Injected: 1")
         XCTAssertEqual(parts[1].data, jpeg)
         XCTAssertTrue(echo.bodyText.hasSuffix("--\(boundary)--\r\n"))
     }

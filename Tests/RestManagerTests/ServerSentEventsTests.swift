@@ -34,6 +34,7 @@ final class ServerSentEventsTests: MockServerTestCase {
     func testTheParserFollowsEachRule() {
         XCTAssertEqual(parse(["data: a", "data: b", ""]), [Event(data: "a\nb")])
         XCTAssertEqual(parse(["\u{FEFF}data: bom", ""]), [Event(data: "bom")])
+        XCTAssertEqual(parse(["data: a", "", "\u{FEFF}data: b", ""]), [Event(data: "a")], "a BOM only opens the stream")
         XCTAssertEqual(parse(["data:  two", ""]), [Event(data: " two")])
         XCTAssertEqual(parse(["data", ""]), [Event(data: "")])
         XCTAssertEqual(parse([": comment", ""]), [])
