@@ -65,6 +65,11 @@ final class AuthenticatorTests: MockServerTestCase {
         rest.requestHttpHeaders.add(value: "Basic abc", forKey: "Authorization")
         XCTAssertEqual(send(.get, "/secure").statusCode, 401, "the caller's own header is kept, and its 401 is not the authenticator's")
         XCTAssertEqual(server.takeRequest(timeout: 1)?.header("Authorization"), "Basic abc")
+        // A bearer token of the caller's own is not the authenticator's either: its 401 is delivered, not resent.
+        rest.requestHttpHeaders.add(value: "Bearer mine", forKey: "Authorization")
+        XCTAssertEqual(send(.get, "/secure").statusCode, 401)
+        XCTAssertEqual(server.takeRequest(timeout: 1)?.header("Authorization"), "Bearer mine")
+        XCTAssertNil(server.takeRequest(timeout: 0.5), "sent once")
         XCTAssertEqual(refresher.count, 0)
     }
 

@@ -33,6 +33,9 @@ final class RedirectTests: MockServerTestCase {
         XCTAssertEqual(try echo(send(.put, "/_test/redirect/302?to=/_test/echo")).method, "PUT")
         XCTAssertEqual(try echo(send(.put, "/_test/redirect/303?to=/_test/echo")).method, "GET")
         XCTAssertEqual(try echo(send(.delete, "/_test/redirect/303?to=/_test/echo")).method, "GET")
+        // RFC 9110 §15.4.4: a 303 makes everything a GET but HEAD, which stays a HEAD.
+        XCTAssertEqual(send(.head, "/_test/redirect/303?to=/_test/echo").statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.last?.method, "HEAD")
     }
 
     /// A relative `Location` is resolved against the URL that answered with it, not the first one (RFC 9110 §10.2.2):

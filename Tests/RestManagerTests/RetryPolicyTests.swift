@@ -195,10 +195,13 @@ final class RetryPolicyTests: MockServerTestCase {
         let policy = RestManager.RetryPolicy(maximumRetries: 10, initialDelay: 1, maximumDelay: 4)
         let failed = RestManager.Results(withError: RestManager.CustomError.transport(URLError(.networkConnectionLost)))
         for (retry, range) in [(1, 0.5...1.0), (2, 1.0...2.0), (3, 2.0...4.0), (4, 2.0...4.0), (8, 2.0...4.0)] {
+            var delays: Set<TimeInterval> = []
             for _ in 0..<50 {
                 let delay = policy.delay(beforeRetry: retry, after: failed, method: .get) ?? -1
                 XCTAssertTrue(range.contains(delay), "retry \(retry): \(delay)")
+                delays.insert(delay)
             }
+            XCTAssertGreaterThan(delays.count, 1, "retry \(retry): jittered, so that many clients do not retry at once")
         }
         XCTAssertNil(policy.delay(beforeRetry: 11, after: failed, method: .get))
         XCTAssertNil(policy.delay(beforeRetry: 1, after: failed, method: .post))
