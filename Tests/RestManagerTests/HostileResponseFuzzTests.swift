@@ -63,7 +63,7 @@ final class HostileResponseFuzzTests: MockServerTestCase {
             let memory = send(RestManager.Request(url: url("/liar")), using: Self.manager(), timeout: 90)
             let stream = streamed(RestManager.Request(url: url("/liar")), using: Self.manager())
             let destination = scratch.appendingPathComponent("fuzz-\(iteration).bin")
-            guard let file = downloaded(to: destination, using: Self.manager()) else {
+            guard let file = download("/liar", to: destination, using: Self.manager(), timeout: 90) else {
                 return XCTFail("the download never completed, \(shown)")
             }
             if let error = memory.error {
@@ -94,18 +94,6 @@ final class HostileResponseFuzzTests: MockServerTestCase {
         let manager = RestManager()
         manager.timeoutInterval = 30
         return manager
-    }
-
-    /// Downloads `/liar` to `destination`; nil when the download never completes.
-    private func downloaded(to destination: URL, using manager: RestManager) -> Result<URL, RestManager.CustomError>? {
-        let done = expectation(description: "download")
-        let box = ResultBox<Result<URL, RestManager.CustomError>>()
-        manager.download(fromURL: url("/liar"), to: destination) { result in
-            box.set(result)
-            done.fulfill()
-        }
-        wait(for: [done], timeout: 90)
-        return box.value
     }
 
     /// Reads a whole streamed body: what arrived, the error that ended it, and whether a 2xx head opened it.

@@ -48,20 +48,10 @@ final class TLSFailureTests: MockServerTestCase {
 
     func testAnUntrustedCertificateIsNotRetriedAndSaysWhy() throws {
         let pem = scratch.appendingPathComponent("server.pem")
-        let script = scratch.appendingPathComponent("tls_server.py")
-        let output = scratch.appendingPathComponent("tls_server.out")
         try Self.certificate.write(to: pem, atomically: true, encoding: .utf8)
-        try Self.server.write(to: script, atomically: true, encoding: .utf8)
-        let child = try ChildProcess(
-            path: "/usr/bin/env", arguments: ["python3", script.path, pem.path], environment: ProcessInfo.processInfo.environment,
-            stdoutPath: output.path, stderrPath: scratch.appendingPathComponent("tls_server.err").path)
-        defer {
-            child.kill()
-            _ = child.waitForExit()
-        }
-        let listening = expectation(for: NSPredicate { _, _ in ChildProcess.readFile(output.path).contains("\n") }, evaluatedWith: nil)
-        wait(for: [listening], timeout: 30)
-        let port = try XCTUnwrap(ChildProcess.readFile(output.path).split(separator: "\n").first.map(String.init))
+        let python = try startPythonServer(Self.server, named: "tls_server", arguments: [pem.path])
+        defer { python.stop() }
+        let port = try XCTUnwrap(python.port)
         rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 2, initialDelay: 0)
         let results = send(.get, "/x", base: "https://127.0.0.1:\(port)")
         guard case .transport(let error)? = results.error as? RestManager.CustomError else {
@@ -76,7 +66,7 @@ final class TLSFailureTests: MockServerTestCase {
         // One more call, not retried: the server logs connections in order, so its line comes after every earlier one.
         rest.retryPolicy = nil
         XCTAssertNotNil(send(.get, "/x", base: "https://127.0.0.1:\(port)").error)
-        let accepted = ChildProcess.readFile(output.path).split(separator: "\n").filter { $0 == "accepted" }
+        let accepted = python.log.split(separator: "\n").filter { $0 == "accepted" }
         XCTAssertEqual(accepted.count, 2, "the first call made one attempt, not three")
     }
 }

@@ -30,19 +30,9 @@ final class UploadConnectionResetTests: MockServerTestCase {
         """
 
     func testAServerThatResetsUnderASmallFileUploadFailsTheCallCleanly() throws {
-        let script = scratch.appendingPathComponent("resetting_server.py")
-        let output = scratch.appendingPathComponent("resetting_server.out")
-        try Self.resettingServer.write(to: script, atomically: true, encoding: .utf8)
-        let child = try ChildProcess(
-            path: "/usr/bin/env", arguments: ["python3", script.path], environment: ProcessInfo.processInfo.environment,
-            stdoutPath: output.path, stderrPath: scratch.appendingPathComponent("resetting_server.err").path)
-        defer {
-            child.kill()
-            _ = child.waitForExit()
-        }
-        let listening = expectation(for: NSPredicate { _, _ in ChildProcess.readFile(output.path).contains("\n") }, evaluatedWith: nil)
-        wait(for: [listening], timeout: 30)
-        let port = try XCTUnwrap(ChildProcess.readFile(output.path).split(separator: "\n").first.map(String.init))
+        let python = try startPythonServer(Self.resettingServer, named: "resetting_server")
+        defer { python.stop() }
+        let port = try XCTUnwrap(python.port)
         let target = try XCTUnwrap(URL(string: "http://127.0.0.1:\(port)/upload"))
         let file = scratch.appendingPathComponent("body.bin")
         try Data(repeating: 7, count: 16_000).write(to: file)

@@ -55,15 +55,16 @@ class MockServerTestCase: XCTestCase {
         URL(string: server.baseURL.absoluteString + path)!  // test-controlled text
     }
 
-    /// Calls `download` and waits (up to `timeout`) for its completion; nil when it never comes.
+    /// Calls `download` (on `manager`, else the fixture's) and waits (up to `timeout`) for its completion; nil when it
+    /// never comes.
     @discardableResult
     func download(
-        _ path: String, to destination: URL, timeoutInterval: TimeInterval? = nil, timeout: TimeInterval = 60,
-        progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil
+        _ path: String, to destination: URL, using manager: RestManager? = nil, timeoutInterval: TimeInterval? = nil,
+        timeout: TimeInterval = 60, progress: (@Sendable (RestManager.TransferProgress) -> Void)? = nil
     ) -> Result<URL, RestManager.CustomError>? {
         let done = expectation(description: "download \(path)")
         let box = ResultBox<Result<URL, RestManager.CustomError>>()
-        rest.download(fromURL: url(path), to: destination, timeoutInterval: timeoutInterval, progress: progress) { result in
+        (manager ?? rest).download(fromURL: url(path), to: destination, timeoutInterval: timeoutInterval, progress: progress) { result in
             box.set(result)
             done.fulfill()
         }
@@ -120,6 +121,25 @@ class MockServerTestCase: XCTestCase {
             DispatchQueue.global().async { continuation.resume(returning: server.waitForRequests(count, timeout: 20)) }
         }
         XCTAssertTrue(arrived, "the server did not receive \(count) requests", file: file, line: line)
+    }
+
+    /// Runs `script` with python3 (after it, `arguments`) as a loopback server that prints its port on its first line,
+    /// and waits for that line. The test stops it (`defer { python.stop() }`).
+    func startPythonServer(_ script: String, named name: String, arguments: [String] = []) throws -> PythonServer {
+        let file = scratch.appendingPathComponent("\(name).py")
+        let output = scratch.appendingPathComponent("\(name).out")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        let child = try ChildProcess(
+            path: "/usr/bin/env", arguments: ["python3", file.path] + arguments, environment: ProcessInfo.processInfo.environment,
+            stdoutPath: output.path, stderrPath: scratch.appendingPathComponent("\(name).err").path)
+        let server = PythonServer(child: child, output: output)
+        let listening = expectation(for: NSPredicate { _, _ in server.log.contains("\n") }, evaluatedWith: nil)
+        wait(for: [listening], timeout: 30)
+        guard server.port != nil else {
+            server.stop()
+            throw NSError(domain: "PythonServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "\(name) printed no port"])
+        }
+        return server
     }
 
     /// Decodes the `/_test/echo` answer.
@@ -222,6 +242,21 @@ final class ResultBox<Value: Sendable>: @unchecked Sendable {
     var value: Value? { lock.lock(); defer { lock.unlock() }; return stored.first }
     var all: [Value] { lock.lock(); defer { lock.unlock() }; return stored }
     var count: Int { lock.lock(); defer { lock.unlock() }; return stored.count }
+}
+
+/// A loopback server a test runs with python3 (`startPythonServer`): its port, then what it logs.
+struct PythonServer {
+    let child: ChildProcess
+    let output: URL
+    /// Everything it printed so far.
+    var log: String { ChildProcess.readFile(output.path) }
+    /// The port it printed first.
+    var port: String? { log.split(separator: "\n").first.map(String.init) }
+
+    func stop() {
+        child.kill()
+        _ = child.waitForExit()
+    }
 }
 
 /// A blocking TCP client for raw-socket tests; every read is bounded by a poll timeout.
