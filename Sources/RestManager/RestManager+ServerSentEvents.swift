@@ -18,8 +18,8 @@ extension RestManager {
     /// }
     /// ```
     /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or
-    /// the stream's `retry`) and reconnects, sending `Last-Event-ID` once an ID was seen, and reports a `.retrying`
-    /// event to `eventHandler`. A 204 ends the sequence; a non-2xx status, a `Content-Type` other than
+    /// the stream's `retry`; after connections without an event, at least 0.1 s doubling to 30 s) and reconnects,
+    /// sending `Last-Event-ID` once an ID was seen, and reports a `.retrying` event to `eventHandler`. A 204 ends the sequence; a non-2xx status, a `Content-Type` other than
     /// `text/event-stream`, a TLS failure, or an event or line longer than `ResponseBody.maximumUnreadBytes` before any
     /// event of its connection ends it with an error. Cancelling the task ends it (returns nil).
     public func events(for request: Request) -> ServerSentEvents { ServerSentEvents(manager: self, request: request) }
@@ -72,8 +72,9 @@ extension RestManager {
             var lines: ResponseBody.Lines.AsyncIterator?
             var connections = 0
             var ended = false
-            /// Whether the current connection has dispatched an event (a reader that fell behind made progress).
-            var dispatched = false
+            /// Connections in a row (up to 10), the current one included, that dispatched no event (refused, closed at
+            /// once, or a reader that fell behind and made no progress): reconnecting after them backs off.
+            var quietConnections = 0
 
             /// The next event.
             public mutating func next() async throws -> ServerSentEvent? {
@@ -89,7 +90,7 @@ extension RestManager {
                             continue
                         }
                         if let event = try parser.take(line) {
-                            dispatched = true
+                            quietConnections = 0
                             return event
                         }
                     } catch {
@@ -113,7 +114,7 @@ extension RestManager {
                 request.headers.add(value: "text/event-stream", forKey: "Accept")
                 if let id = parser.lastEventID, !id.isEmpty { request.headers.add(value: id, forKey: "Last-Event-ID") }
                 connections += 1
-                dispatched = false
+                quietConnections = Swift.min(quietConnections + 1, 10)
                 let (body, response) = try await source.manager.stream(request)
                 if response.httpStatusCode == 204 {
                     ended = true
@@ -140,14 +141,12 @@ extension RestManager {
                 }
                 // Every error ends `events(in:)`: its body has no second connection.
                 let failure = source.request == nil ? nil : error as? CustomError
+                // TLS failures and unreadable answers are final, and so is an event or a line too long to hold before
+                // any event (it would come first again after a reconnection).
+                var fatal = [URLError.Code.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse]
+                if quietConnections > 0 { fatal.append(.dataLengthExceedsMaximum) }
                 switch failure {
-                case .transport(let urlError)? where urlError.code == .dataLengthExceedsMaximum && !dispatched:
-                    // An event or a line too long to hold: it would come first again after every reconnection.
-                    ended = true
-                    throw error
-                case .transport(let urlError)?
-                where ![.serverCertificateUntrusted, .secureConnectionFailed, .cannotParseResponse].contains(
-                    urlError.code):
+                case .transport(let urlError)? where !fatal.contains(urlError.code):
                     try await reconnect(because: "network error \(urlError.code.rawValue)")
                 case .timedOut?:
                     try await reconnect(because: failure?.localizedDescription ?? "timed out")
@@ -161,12 +160,11 @@ extension RestManager {
             private mutating func reconnect(because reason: String) async throws {
                 lines = nil
                 parser.endStream()
-                guard let request = source.request else {
-                    ended = true
-                    return
-                }
-                // At most 10^9 s: a server's `retry: 99999999999999999` would overflow the sleep's nanoseconds.
-                let delay = RestManager.finite(Double(parser.reconnectionTime) / 1000)
+                ended = source.request == nil  // `events(in:)` has no second connection
+                guard let request = source.request else { return }
+                // Quiet connections back off (`retry: 0` and a server closing at once looped); finite: `retry: 999…`.
+                let backoff = quietConnections == 0 ? 0 : Swift.min(0.05 * Double(1 << quietConnections), 30)
+                let delay = Swift.max(RestManager.finite(Double(parser.reconnectionTime) / 1000), backoff)
                 let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
                 let named = URLRequest(
                     url: URL(string: request.url.relativeString, relativeTo: source.manager.baseURL) ?? request.url)

@@ -1,6 +1,5 @@
-//  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, in one request, never
-//  written through a link), uploads from a file, multipart files streamed from disk, and progress. Built on the core's
-//  body seam (`RestManager.Transfer`): the exchange hands it each answer's head and bytes.
+//  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, never written through
+//  a link), uploads and multipart files streamed from disk, progress; on the core's body seam (`RestManager.Transfer`).
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -45,8 +44,8 @@ extension RestManager {
         }.get()
     }
 
-    /// Sends the file at `fileURL` as the body (from memory up to 10 MB, else streamed from disk), with the manager's
-    /// headers and credential (not its query or body). `Content-Type` defaults to `application/octet-stream`; a missing
+    /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
+    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing
     /// file, a folder, a FIFO or a device fails with `.fileAccessFailed`, and so does a file that grows while it is
     /// sent (a link sends the file it points to). Timeouts as for `download`: idle, and whole-call only when asked.
     @discardableResult
@@ -60,8 +59,7 @@ extension RestManager {
     ) -> RequestHandle {
         var request = Request(httpMethod, url: url)
         request.timeoutInterval = timeoutInterval
-        // FoundationNetworking takes a link's own size for the file's: it would send that many bytes of the file.
-        request.bodyFile = fileURL.resolvingSymlinksInPath()
+        request.bodyFile = fileURL
         let file = { UploadFile(fileURL, temporary: false, reporter: $0) }
         return startTransfer(request, progress: progress, making: file, completion: completion)
     }
@@ -158,8 +156,6 @@ extension RestManager {
         private let temporary: Bool
         private let reporter: ProgressReporter?
         private var size: Int64?
-        /// The file's bytes when it is sent from memory (see `open`).
-        private var bytes: Data?
 
         init(_ file: URL, temporary: Bool, reporter: ProgressReporter?) {
             self.file = file
@@ -173,56 +169,34 @@ extension RestManager {
             if temporary { try? FileManager.default.removeItem(at: file) }
         }
 
-        /// The bytes read by `open`; none once a redirect made the request a GET.
-        func prepare(_ request: inout URLRequest) { request.httpBody = request.httpMethod == "GET" ? nil : bytes }
-        func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
-        func write(_ data: Data) throws {}
-
-        /// FoundationNetworking's file reader traps (code 43) when a server resets the connection under it (20 of 30
-        /// uploads of 16 KB): a file up to 10 MB (Alamofire's limit for multipart in memory) is sent from memory.
         func open() throws {
             try FileStream.checkReadable(file)
             size = FileStream.size(file)
-            guard let size, size <= 10_000_000 else { return }
-            bytes = FileManager.default.contents(atPath: file.path)
-            self.size = bytes.map { Int64($0.count) } ?? size
         }
 
-        /// FoundationNetworking sends a file that grows while it is sent past its `Content-Length`: the call fails, at
-        /// the end (failing sooner leaves the upload to end by itself, and a server closing under it traps).
-        func complete() throws -> Bool {
-            guard FileStream.size(file) == size else {
-                throw FileStream.failure(file, "it changed size while it was sent")
-            }
-            return true
-        }
-
-        /// FoundationNetworking traps (`try!` on libcurl's code 43) when its file reader resumes a send that a cancel
-        /// took apart, which it may do until its last read of the file: a running file upload is left to end by itself
-        /// (the call completed with `.cancelled` already; its answer is dropped), unless no byte went out for
-        /// `idleTimeout` (a stalled peer, with no read pending). Apple platforms cancel at once.
-        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
+        /// On Linux, a stream of exactly `size` bytes: FoundationNetworking's own file reader sends a growing file past
+        /// `Content-Length`, and traps (code 43) when a reset or a cancel lands under a read. None after a 303 (a GET).
+        func prepare(_ request: inout URLRequest) {
             #if canImport(FoundationNetworking)
-            guard bytes == nil else { return cancelNow() }
-            Self.poll(task, sent: -1, quietPolls: 0, idleTimeout: idleTimeout, cancelNow: cancelNow)
-            #else
-            cancelNow()
+            guard request.httpMethod != "GET", let size else { return }
+            request.httpBodyStream = BodyStream(file, length: size)
+            request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+            // Else libcurl sends a body of unknown length chunked; a blank value is not sent.
+            request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
             #endif
         }
 
-        /// Every 10 ms until the task ends or has sent nothing for `idleTimeout`.
-        private static func poll(
-            _ task: URLSessionTask, sent: Int64, quietPolls: Int, idleTimeout: TimeInterval,
-            cancelNow: @escaping @Sendable () -> Void
-        ) {
-            let now = task.countOfBytesSent
-            let quiet = now == sent ? quietPolls + 1 : 0
-            // Suspended: its `resume()` may be under way on another thread.
-            let live = task.state == .running || task.state == .suspended
-            guard live, Double(quiet) / 100 < idleTimeout else { return cancelNow() }
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(10)) {
-                poll(task, sent: now, quietPolls: quiet, idleTimeout: idleTimeout, cancelNow: cancelNow)
-            }
+        func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
+        func write(_ data: Data) throws {}
+
+        /// A file that changed size while it was sent (exactly `size` bytes went out, or the request was aborted).
+        var failure: CustomError? {
+            FileStream.size(file) == size ? nil : FileStream.failure(file, "it changed size while it was sent")
+        }
+
+        func complete() throws -> Bool {
+            if let failure { throw failure }
+            return true
         }
 
         func reportProgress(of task: URLSessionTask?, final: Bool) {
@@ -235,6 +209,32 @@ extension RestManager {
             }
         }
     }
+
+    #if canImport(FoundationNetworking)
+    /// A file's first `length` bytes as a body, read as libcurl sends them; -1 (the request is aborted) when the file
+    /// ends sooner or cannot be read (a FIFO swapped in under the name: opened without blocking).
+    final class BodyStream: InputStream {
+        private let descriptor: Int32
+        private var remaining: Int64
+
+        init(_ file: URL, length: Int64) {
+            remaining = length
+            descriptor = Foundation.open(file.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            super.init(data: Data())
+        }
+
+        deinit { Foundation.close(descriptor) }
+
+        override var hasBytesAvailable: Bool { remaining > 0 }
+
+        override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+            let count = Foundation.read(descriptor, buffer, Int(min(Int64(maxLength), remaining)))
+            guard count > 0 else { return -1 }
+            remaining -= Int64(count)
+            return count
+        }
+    }
+    #endif
 
     /// `value` with its files added by URL and its body fields as one multipart body in a temporary file, to be
     /// streamed from there; `check` throws once the call is cancelled or past its deadline.
@@ -310,9 +310,7 @@ extension RestManager {
 
         deinit { release() }
 
-        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void) {
-            cancelNow()
-        }
+        var failure: CustomError? { nil }
 
         /// Checks the destination, creates its missing parent folders and takes its lock.
         func open() throws {

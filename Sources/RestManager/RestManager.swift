@@ -1823,8 +1823,8 @@ public final class RestManager: @unchecked Sendable {
         func reportProgress(of task: URLSessionTask?, final: Bool)
         /// The call is over: close files, let others use them.
         func release()
-        /// Cancels the call's file upload: `cancelNow` when it is safe.
-        func cancel(_ task: URLSessionTask, idleTimeout: TimeInterval, cancelNow: @escaping @Sendable () -> Void)
+        /// Why a request failed when the transfer's body made it fail (a file that changed size while it was sent).
+        var failure: CustomError? { get }
     }
 
     /// Where an answer's body goes.
@@ -2106,7 +2106,7 @@ public final class RestManager: @unchecked Sendable {
             var request = request
             let file = lock.withLock { () -> URL? in
                 transfer?.prepare(&request)
-                return request.httpBody == nil ? bodyFile : nil
+                return request.httpBody == nil && request.httpBodyStream == nil ? bodyFile : nil
             }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
             // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
@@ -2197,6 +2197,8 @@ public final class RestManager: @unchecked Sendable {
             }
             guard let (data, hookRan) = state else { return }
             if let error {
+                // The transfer knows better than libcurl ("aborted by callback") why its body could not be sent.
+                if let failure = lock.withLock({ transfer?.failure }) { return fail(failure) }
                 let urlError = Self.classified(
                     error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
                 if urlError.code == .timedOut { return fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
@@ -2285,7 +2287,7 @@ public final class RestManager: @unchecked Sendable {
                     task = nil
                     timers = []
                 }
-                return (handles, (task, timers, bodyFile != nil), request)
+                return (handles, (task, timers), request)
             }
             guard let outcome else { return }
             release(outcome.resources)
@@ -2295,7 +2297,7 @@ public final class RestManager: @unchecked Sendable {
 
         private var elapsed: TimeInterval { RestManager.seconds(since: started) }
 
-        private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer], uploadsFile: Bool)
+        private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
@@ -2305,8 +2307,6 @@ public final class RestManager: @unchecked Sendable {
             // goes on reading, piling chunks up behind it (a whole fast body).
             if stream?.isOpen == true {
                 DispatchQueue.global().async { task.cancel() }
-            } else if resources.uploadsFile, let transfer {
-                transfer.cancel(task, idleTimeout: settings.idleTimeout) { self.cancelLater(task) }
             } else {
                 cancelLater(task)
             }

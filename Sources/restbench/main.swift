@@ -230,7 +230,7 @@ func clients(postJSON target: URL) -> [(name: String, sender: Sender)] {
 
 // --transfers: only the large-transfer scenarios (a quicker look at them).
 if arguments.contains("--transfers") {
-    // 4 MiB as well: an upload of up to 10 MB goes from memory (a reset under the file reader traps).
+    // 4 MiB as well as large: small transfers are where per-call costs show.
     let small = TransferBench.run(base: base, bytes: 4 << 20, rounds: quick ? 5 : 21)
     for row in small + TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3) {
         let extra = row.extra ?? [:]
@@ -414,7 +414,7 @@ rows += mainThreadRows
 // MARK: - Large transfers
 
 progress("transfers to and from disk…")
-// 4 MiB as well: an upload of up to 10 MB goes from memory (a reset under the file reader traps).
+// 4 MiB as well as large: small transfers are where per-call costs show.
 let transferRows =
     TransferBench.run(base: base, bytes: 4 << 20, rounds: quick ? 5 : 21)
     + TransferBench.run(base: base, bytes: quick ? 64 << 20 : 1 << 30, rounds: quick ? 1 : 3)

@@ -384,6 +384,25 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID") }, [nil, "1", "1", "2"])
     }
 
+    /// A server that sets `retry: 0` and closes every connection before an event: the waits double from 0.1 s (it
+    /// reconnected in a tight loop, thousands of times a second); a connection with an event starts them over.
+    func testConnectionsWithoutAnEventBackOff() async throws {
+        let retries = ResultBox<String>()
+        rest.eventHandler = { event in
+            if case .retrying(_, _, let delay, _) = event { retries.set(String(format: "%.2f", delay)) }
+        }
+        let empty = MockServer.Response.streamed([.init("retry: 0\n\n")], contentType: "text/event-stream")
+        for _ in 0..<3 { server.enqueue(empty) }
+        server.enqueue(MockServer.Response.events([.init(id: "1", data: "one")]))
+        for _ in 0..<2 { server.enqueue(empty) }
+        server.enqueue(MockServer.Response(status: 204))
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/empty")) { events.append(event) }
+        XCTAssertEqual(events, [Event(id: "1", data: "one")])
+        XCTAssertEqual(retries.all, ["0.10", "0.20", "0.40", "0.00", "0.10", "0.20"])
+        XCTAssertEqual(server.receivedRequests.count, 7)
+    }
+
     func testCancellingTheTaskEndsTheSequenceAndClosesTheConnection() async throws {
         server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 60)]))
         let rest = self.rest!

@@ -114,17 +114,19 @@ final class TransferIntegrityTests: MockServerTestCase {
         XCTAssertFalse(exists(validatorTarget))
     }
 
-    /// A file that grows while it is sent: the call fails saying so. A file of up to 10 MB was read whole before the
-    /// request went out, so exactly its announced length goes on the wire; a larger one goes through
-    /// FoundationNetworking's file reader, which reads to the end, past the `Content-Length` it announced (the bytes
-    /// are out; the call still fails). The same through a symbolic link to the file (its size is the file's).
+    /// A file that grows while it is sent: exactly its announced length goes on the wire (FoundationNetworking's own
+    /// file reader reads to the end, past `Content-Length`, and a keep-alive server ran what followed as a request),
+    /// and the call fails saying so. The same through a symbolic link to the file (its size is the file's).
     func testAFileThatGrowsWhileItIsSentFails() async throws {
         // A file read whole is answered a second after its body, so that it grows (at the first progress report) before
         // the answer comes; the mock takes a large body only at `/_test/upload`.
         var late = MockServer.Response.text("received")
         late.delay = 1
         server.stub("POST", path: "/upload-late", response: late)
-        for (size, linked) in [(1 << 20, false), (1 << 20, true), (256 << 20, false), (256 << 20, true)] {
+        // Sizes that are no multiple of any read's length: the last read must stop at the announced length.
+        let small = 1_000_003
+        let large = (256 << 20) + 3
+        for (size, linked) in [(small, false), (small, true), (large, false), (large, true)] {
             let file = scratch.appendingPathComponent("growing-\(size)-\(linked).bin")
             XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
             XCTAssertEqual(truncate(file.path, off_t(size)), 0)
@@ -137,7 +139,7 @@ final class TransferIntegrityTests: MockServerTestCase {
             // and its answer to them would be read as the next upload's on a reused connection.
             let manager = RestManager()
             server.clearReceivedRequests()
-            let path = size == 1 << 20 ? "/upload-late" : "/_test/upload"
+            let path = size == small ? "/upload-late" : "/_test/upload"
             let results = await manager.upload(fileAt: sent, toURL: url(path)) { progress in
                 guard grown.all.isEmpty, progress.completedBytes > 0, let handle = FileHandle(forWritingAtPath: file.path) else { return }
                 handle.seekToEndOfFile()
@@ -150,18 +152,36 @@ final class TransferIntegrityTests: MockServerTestCase {
                 XCTFail("\(size) linked \(linked): \(results.statusCode ?? 0) \(String(describing: results.error))")
                 continue
             }
-            if size == 1 << 20 {
-                // Bytes past the body would arrive as a second request: give one a second to show up.
-                try await Task.sleep(nanoseconds: 1_000_000_000)
-                XCTAssertEqual(server.receivedRequests.map(\.path), ["/upload-late"], "nothing past Content-Length")
+            // Bytes past the body would arrive as a second request: give one a second to show up.
+            try await Task.sleep(nanoseconds: 1_000_000_000)
+            XCTAssertEqual(server.receivedRequests.map(\.path), [path], "nothing past Content-Length")
+            XCTAssertEqual(server.receivedRequests.first?.header("Content-Length"), "\(size)")
+            if size == small {
                 XCTAssertEqual(server.receivedRequests.first?.body.count, size, "exactly the announced length")
             }
         }
     }
 
+    /// A file that shrinks while it is sent: the request is aborted when the file ends before its announced length,
+    /// and the call fails saying why (not with libcurl's "aborted by callback").
+    func testAFileThatShrinksWhileItIsSentFails() async throws {
+        let file = scratch.appendingPathComponent("shrinking.bin")
+        XCTAssertTrue(FileManager.default.createFile(atPath: file.path, contents: nil))
+        XCTAssertEqual(truncate(file.path, off_t(256 << 20)), 0)
+        let shrunk = ResultBox<Bool>()
+        let results = await rest.upload(fileAt: file, toURL: url("/_test/upload")) { progress in
+            guard shrunk.all.isEmpty, progress.completedBytes > 0 else { return }
+            shrunk.set(truncate(file.path, off_t(1 << 20)) == 0)
+        }
+        XCTAssertEqual(shrunk.all, [true], "the file shrank while it was sent")
+        guard case .fileAccessFailed(file, "it changed size while it was sent")? = results.error as? RestManager.CustomError else {
+            return XCTFail("\(results.statusCode ?? 0) \(String(describing: results.error))")
+        }
+    }
+
     /// An upload through a symbolic link (relative, as `ln -s` makes them) sends the whole file and reports its size:
-    /// FoundationNetworking alone takes the link's own size (8 bytes here) and sends that much of the file. Both ways
-    /// a file goes: from memory (up to 10 MB) and through FoundationNetworking's file reader.
+    /// FoundationNetworking alone takes the link's own size (8 bytes here) and sends that much of the file. A small and a
+    /// large file (up to 10 MB went from memory once).
     func testAnUploadThroughALinkSendsTheWholeFile() async throws {
         for size in [100_000, 10_000_001] {
             let file = scratch.appendingPathComponent("real.bin")
