@@ -174,16 +174,16 @@ extension RestManager {
             size = FileStream.size(file)
         }
 
-        /// On Linux, a stream of exactly `size` bytes: FoundationNetworking's own file reader sends a growing file past
-        /// `Content-Length`, and traps (code 43) when a reset or a cancel lands under a read. None after a 303 (a GET).
+        /// The file as a stream of exactly `size` bytes, on Linux the library's own (FoundationNetworking's file reader
+        /// sends a grown file past `Content-Length`, traps under a reset or a cancel). None after a 303 (a GET).
         func prepare(_ request: inout URLRequest) {
-            #if canImport(FoundationNetworking)
             guard request.httpMethod != "GET", let size else { return }
+            #if canImport(FoundationNetworking)
             request.httpBodyStream = BodyStream(file, length: size)
-            request.setValue(String(size), forHTTPHeaderField: "Content-Length")
-            // Else libcurl sends a body of unknown length chunked; a blank value is not sent.
-            request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+            #else
+            request.httpBodyStream = InputStream(url: file)
             #endif
+            request.setValue(String(size), forHTTPHeaderField: "Content-Length")
         }
 
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }

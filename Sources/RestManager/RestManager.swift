@@ -1,9 +1,8 @@
 //  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
 //  platforms (the differences FoundationNetworking forces are in the README). Needs only Foundation and Dispatch.
 //
-//  Outline: Public API (request state, tutorial calls, async calls, utilities, requests as values, streaming) ·
-//  Nested types · Request building and encoding · Transport (session, stream buffer, body seam, exchange, delegate)
-//  · Private helpers
+//  Outline: Public API (state, tutorial calls, async, utilities, values, streaming), Nested types, Request building
+//  and encoding, Transport (session, stream buffer, body seam, exchange, delegate), Private helpers.
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -398,8 +397,7 @@ public final class RestManager: @unchecked Sendable {
     /// An ordered collection of string keys and values: headers, query or body parameters.
     ///
     /// `add` replaces the value of an existing key in place; `append` keeps earlier values, for repeated keys
-    /// (`tag=a&tag=b`). Entities used for headers ignore the case of keys (`value(forKey: "content-type")` finds
-    /// `Content-Type`).
+    /// (`tag=a&tag=b`). Entities for headers ignore the case of keys (`value(forKey: "content-type")` finds one).
     public struct RestEntity: Sendable, Equatable {
         private var entries: [Entry] = []
         private var keysIgnoreCase = false
@@ -432,8 +430,7 @@ public final class RestManager: @unchecked Sendable {
         }
         /// The first value stored for `key`, or nil.
         public func value(forKey key: String) -> String? { entries.first(where: matching(key))?.value }
-        /// Every value stored for `key`, in order. Response headers come joined by Foundation: two `X-Multi` lines
-        /// (`one`, `two`) read as `["one, two"]`.
+        /// Every value stored for `key`, in order (Foundation joins response headers: two `X-Multi` are one value).
         public func values(forKey key: String) -> [String] { entries.filter(matching(key)).map(\.value) }
         /// Removes every value stored for `key`.
         public mutating func removeValue(forKey key: String) { entries.removeAll(where: matching(key)) }
@@ -456,11 +453,9 @@ public final class RestManager: @unchecked Sendable {
         public var orderedPairs: [(key: String, value: String)] { entries.map { ($0.key, $0.value) } }
         /// How many keys are stored.
         public func totalItems() -> Int { entries.count }
-        /// The pairs as a URL query: RFC 3986 unreserved characters kept, everything else `%XX` (`a+b c` is
-        /// `a%2Bb%20c`).
+        /// The pairs as a URL query: RFC 3986 unreserved characters kept, others `%XX` (`a+b c` is `a%2Bb%20c`).
         public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }
-        /// The pairs as an `application/x-www-form-urlencoded` body (WHATWG): `A-Z a-z 0-9 * - . _` kept, space as
-        /// `+`, everything else `%XX`.
+        /// The pairs as a form body (WHATWG urlencoded): `A-Z a-z 0-9 * - . _` kept, space as `+`, others `%XX`.
         public var formURLEncoded: String { joined(encoding: Encoding.formAllowed, spaceAsPlus: true) }
         /// The pairs as a compact JSON object of strings, in insertion order.
         public var jsonObject: Data {
@@ -570,8 +565,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Decodes the body as `type` (whatever the status: error bodies decode too).
-        /// - Throws: the request's error, `CustomError.emptyBody` for an empty body, or `.decodingFailed` with the
-        ///   decoder's.
+        /// - Throws: the request's error, `.emptyBody` for an empty body, or `.decodingFailed` with the decoder's.
         public func decode<Value: Decodable>(
             _ type: Value.Type = Value.self, using decoder: JSONDecoder = JSONDecoder()
         ) throws -> Value {
@@ -1104,8 +1098,7 @@ public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// The media type of a `Content-Type` value, lower-cased without parameters; a JSON type (`+json`) is
-    /// `application/json`.
+    /// A `Content-Type`'s media type, lower-cased without parameters; a JSON type (`+json`) is `application/json`.
     static func mediaType(_ contentType: String?) -> String {
         let media = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
         return media.hasSuffix("+json") ? "application/json" : media
@@ -1126,9 +1119,8 @@ public final class RestManager: @unchecked Sendable {
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
-            // the library enforces the deadline, Foundation's only comes later (10^8 s is "never"). A file upload gets
-            // none: its timer tearing the transfer down under the file reader traps as a cancel does.
-            request.timeoutInterval = value.bodyFile == nil ? min(timeout, 1e8).rounded(.up) + 1 : 1e8
+            // the library enforces the deadline, Foundation's only comes later (10^8 s is "never").
+            request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers
             // The request's own headers win over the manager's of the same name.
             for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
@@ -1344,8 +1336,7 @@ public final class RestManager: @unchecked Sendable {
         ]
 
         /// Header names whose values are secrets (any case): credentials, cookies, and every name with `key`, `auth`,
-        /// `token`, `secret`, `passw`, `signature`, `session`, `credential` or `csrf` in it
-        /// (`Ocp-Apim-Subscription-Key`, `X-Auth-Key`).
+        /// `token`, `secret`, `passw`, `signature`, `session`, `credential` or `csrf` in it (`X-Auth-Key`).
         static func isSecretHeader(_ name: String) -> Bool {
             let lowercased = name.lowercased()
             return ["cookie", "key", "auth", "token", "secret", "passw", "signature", "session", "credential", "csrf"]
@@ -1890,9 +1881,6 @@ public final class RestManager: @unchecked Sendable {
         private var target = BodyTarget.memory
         private let transfer: (any Transfer)?
         private let stream: StreamBuffer?
-        /// The file the body is sent from (none after a redirect that makes the request a GET).
-        private let firstBodyFile: URL?
-        private var bodyFile: URL?
         /// When the last byte arrived or went out: a stream or a transfer ends after `idleTimeout` without one.
         private var lastActivity = DispatchTime.now()
         /// The current task's bytes sent when `lastActivity` was last moved.
@@ -1912,7 +1900,6 @@ public final class RestManager: @unchecked Sendable {
             interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
             transfer = value.transfer
             stream = value.stream
-            firstBodyFile = value.bodyFile
         }
 
         /// Adds a waiting handle; false when this exchange has already finished.
@@ -1995,7 +1982,6 @@ public final class RestManager: @unchecked Sendable {
             let proceed = lock.withLock { () -> Bool in
                 guard !finished else { return false }
                 state = .sending(redirects: 0)
-                bodyFile = firstBodyFile
                 request = next
                 attemptRequest = next
                 return true
@@ -2103,18 +2089,9 @@ public final class RestManager: @unchecked Sendable {
         }
 
         private func send(_ request: URLRequest) {
-            var request = request
-            let file = lock.withLock { () -> URL? in
-                transfer?.prepare(&request)
-                return request.httpBody == nil && request.httpBodyStream == nil ? bodyFile : nil
-            }
-            // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends
-            // (which a safe cancel needs). No slower than a completion handler's (BENCHMARKS.md).
-            let task =
-                Transport.backlog.excused {
-                    file.map { transport.session.uploadTask(with: request, fromFile: $0) }
-                        ?? transport.session.dataTask(with: request)
-                }
+            let request = lock.withLock { withBody(request) }
+            // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends.
+            let task = Transport.backlog.excused { transport.session.dataTask(with: request) }
             transport.delegate.register(self, for: task)
             let started = lock.withLock { () -> Bool in
                 guard !finished else { return false }
@@ -2124,6 +2101,28 @@ public final class RestManager: @unchecked Sendable {
             }
             // A task created but never resumed would stay in the session forever: discard it.
             if started { Transport.backlog.excused { task.resume() } } else { cancelLater(task) }
+        }
+
+        /// `request` as it goes out (under `lock`): the transfer's adjustments, and on Linux its body as a stream.
+        /// libcurl sends a request again on a fresh connection when the reused one died before an answer: only a stream
+        /// is rewound (`freshBodyStream()`), `Data` went without its bytes to wait for the deadline (30 µs per POST).
+        private func withBody(_ request: URLRequest) -> URLRequest {
+            var request = request
+            transfer?.prepare(&request)
+            #if canImport(FoundationNetworking)
+            if let body = request.httpBody {
+                request.httpBodyStream = InputStream(data: body)  // in place of the data
+                request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
+            }
+            // Its length is the `Content-Length` set with it, not chunked (a blank value is not sent).
+            if request.httpBodyStream != nil { request.setValue(" ", forHTTPHeaderField: "Transfer-Encoding") }
+            #endif
+            return request
+        }
+
+        /// A new stream of the body on the wire, for libcurl to send again (called on FoundationNetworking's thread).
+        func freshBodyStream() -> InputStream? {
+            lock.withLock { finished ? nil : withBody(request).httpBodyStream }
         }
 
         // Called by the session delegate, on the session's delegate queue, one at a time.
@@ -2266,10 +2265,7 @@ public final class RestManager: @unchecked Sendable {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
             }
-            lock.withLock {
-                request = next
-                if becomesGet { bodyFile = nil }
-            }
+            lock.withLock { request = next }
             send(next)
         }
 
@@ -2349,6 +2345,13 @@ public final class RestManager: @unchecked Sendable {
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
             exchange(for: dataTask)?.received(data: data, from: dataTask)
+        }
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask,
+            needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+        ) {
+            completionHandler(exchange(for: task)?.freshBodyStream())
         }
 
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
