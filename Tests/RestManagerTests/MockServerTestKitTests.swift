@@ -324,10 +324,24 @@ final class CustomConfigurationTests: XCTestCase {
             let url = request.url ?? URL(fileURLWithPath: "/")
             let response = HTTPURLResponse(url: url, statusCode: 203, httpVersion: "HTTP/1.1", headerFields: ["X-Stub": "yes"])
             if let response { client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed) }
-            client?.urlProtocol(self, didLoad: Data("stubbed \(request.httpMethod ?? "?")".utf8))
+            client?.urlProtocol(self, didLoad: Data("stubbed \(request.httpMethod ?? "?") ".utf8) + body)
             client?.urlProtocolDidFinishLoading(self)
         }
         override func stopLoading() {}
+
+        /// The body as sent: a stream, as Apple platforms always give a protocol (a stub that reads `httpBody` alone
+        /// sees nothing there, and now on Linux too).
+        private var body: Data {
+            guard let stream = request.httpBodyStream else { return request.httpBody ?? Data("no body".utf8) }
+            stream.open()
+            defer { stream.close() }
+            var bytes = Data()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while case let count = stream.read(&buffer, maxLength: buffer.count), count > 0 {
+                bytes.append(contentsOf: buffer[..<count])
+            }
+            return bytes
+        }
     }
 
     func testAURLProtocolStubAnswersThroughTheGivenConfiguration() async {
@@ -335,10 +349,11 @@ final class CustomConfigurationTests: XCTestCase {
         configuration.protocolClasses = [StubProtocol.self]
         let rest = RestManager(configuration: configuration)
         rest.timeoutInterval = 5
+        rest.httpBody = Data("hello".utf8)
         let results = await rest.makeRequest(toURL: URL(string: "http://stub.invalid/thing")!, withHttpMethod: .post)
         XCTAssertNil(results.error)
         XCTAssertEqual(results.statusCode, 203)
         XCTAssertEqual(results.response?.headers.value(forKey: "x-stub"), "yes")
-        XCTAssertEqual(results.data, Data("stubbed POST".utf8))
+        XCTAssertEqual(String(decoding: results.data ?? Data(), as: UTF8.self), "stubbed POST hello")
     }
 }
