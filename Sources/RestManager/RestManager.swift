@@ -165,8 +165,7 @@ public final class RestManager: @unchecked Sendable {
         transport = Transport(configuration: configuration)
     }
 
-    /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files. Headers are kept: they
-    /// usually describe the API rather than one request.
+    /// Empties `urlQueryParameters`, `httpBodyParameters`, `httpBody` and the added files; keeps the headers.
     public func clearParameters() {
         withState { state in
             state.query = RestEntity()
@@ -1728,8 +1727,7 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a
-        /// second to catch up (the scheduler may keep it off a core a while) before the stream ends; the delegate
-        /// queue, and so the network, waits meanwhile.
+        /// second to catch up (the scheduler may hold it back) before the stream ends; the network waits meanwhile.
         func append(_ data: Data) throws {
             let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, Error>? in
                 let limit = ResponseBody.maximumUnreadBytes
@@ -2120,9 +2118,9 @@ public final class RestManager: @unchecked Sendable {
             return request
         }
 
-        /// A new stream of the body on the wire, for libcurl to send again (called on FoundationNetworking's thread).
+        /// The body on the wire as a new stream, for libcurl to resend; none for a GET (a download's prepare resets).
         func freshBodyStream() -> InputStream? {
-            lock.withLock { finished ? nil : withBody(request).httpBodyStream }
+            lock.withLock { finished || request.httpMethod == "GET" ? nil : withBody(request).httpBodyStream }
         }
 
         // Called by the session delegate, on the session's delegate queue, one at a time.
