@@ -415,7 +415,9 @@ struct HTTPResponse {
     /// Head (and body unless `includeBody` is false) as bytes. `Content-Length` is added unless
     /// given, or the headers say `Transfer-Encoding` (the body is then framed by the caller).
     func serialized(keepAlive: Bool, includeBody: Bool) -> [UInt8] {
-        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nDate: \(Self.httpDate())\r\n"
+        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
+        // Date is one field: a stub's own (a server whose clock is off) replaces the mock's.
+        if !headers.contains(where: { $0.name.lowercased() == "date" }) { head += "Date: \(Self.httpDate())\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         let hasBody = allowsBody
         if hasBody && !headers.contains(where: { ["content-length", "transfer-encoding"].contains($0.name.lowercased()) }) {

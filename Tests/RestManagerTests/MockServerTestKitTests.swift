@@ -95,6 +95,16 @@ final class MockServerTestKitTests: MockServerTestCase {
         XCTAssertEqual(results.data, Data("hello".utf8))
     }
 
+    /// Date is one field: a stub's own (a server whose clock is off, for a cache's `Expires` minus `Date`) is the only
+    /// one sent; before, the mock's came first and Foundation joined the two into an unreadable value.
+    func testAStubsOwnDateReplacesTheMocks() throws {
+        server.stub(path: "/dated", response: MockServer.Response(status: 200, headers: [("Date", "Sun, 06 Nov 1994 08:49:37 GMT")]))
+        server.stub(path: "/undated", response: .text("now"))
+        XCTAssertEqual(send(.get, "/dated").response?.headers.values(forKey: "Date"), ["Sun, 06 Nov 1994 08:49:37 GMT"])
+        let now = try XCTUnwrap(send(.get, "/undated").response?.headers.value(forKey: "Date"))
+        XCTAssertEqual(now.filter { $0 == "," }.count, 1, "one IMF-fixdate: \(now)")
+    }
+
     func testTakeRequestReturnsRequestsInArrivalOrderThenNil() throws {
         rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
         rest.httpBodyParameters.add(value: "neo", forKey: "name")
