@@ -45,9 +45,10 @@ extension RestManager {
     }
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
-    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing
-    /// file, a folder, a FIFO or a device fails with `.fileAccessFailed`, and so does a file that grows while it is
-    /// sent (a link sends the file it points to). Timeouts as for `download`: idle, and whole-call only when asked.
+    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
+    /// device fails with `.fileAccessFailed`, and so does a file that grows or shrinks while it is sent (exactly its
+    /// size at the start goes out; a link sends the file it points to). Timeouts as for `download`: idle, and
+    /// whole-call only when asked.
     @discardableResult
     public func upload(
         fileAt fileURL: URL,

@@ -2103,7 +2103,7 @@ public final class RestManager: @unchecked Sendable {
 
         /// `request` as it goes out (under `lock`): the transfer's adjustments, and on Linux its body as a stream.
         /// libcurl sends a request again on a fresh connection when the reused one died before an answer: only a stream
-        /// is rewound (`freshBodyStream()`), `Data` went without its bytes to wait for the deadline (30 µs per POST).
+        /// is rewound (`freshBodyStream()`); `Data` went without its bytes and waited for the deadline (BENCHMARKS).
         private func withBody(_ request: URLRequest) -> URLRequest {
             var request = request
             transfer?.prepare(&request)
