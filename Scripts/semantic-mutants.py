@@ -306,6 +306,7 @@ cases = [
  ("backlog: the delegate thread waits too", "Sources/RestManager/RestManager.swift", '''if queued >= Self.limit, DispatchQueue.getSpecific(key: Transport.delegateKey) == nil {''', '''if queued >= Self.limit {''', "DelegateBacklogTests|TransferBackPressureTests"),
  ("backlog: excused calls wait", "Sources/RestManager/RestManager.swift", '''while queued >= Self.limit, excused == 0, lock.wait(until: deadline) {}''', '''while queued >= Self.limit, lock.wait(until: deadline) {}''', "DelegateBacklogTests|TransferBackPressureTests"),
  ("backlog: no limit", "Sources/RestManager/RestManager.swift", '''static let limit = 2_048''', '''static let limit = 2_048_000''', "DelegateBacklogTests|TransferBackPressureTests"),
+ ("kit: the mock's Date sent with a stub's own", 'Sources/MockServer/HTTPMessage.swift', 'if !headers.contains(where: { $0.name.lowercased() == "date" }) { head += "Date: \\(Self.httpDate())\\r\\n" }', 'head += "Date: \\(Self.httpDate())\\r\\n"', 'MockServerTestKitTests'),
  ("kit: a raw answer keeps the connection open", "Sources/MockServer/Connection.swift", '''                guard write(Array(piece.data)[...]) else { return false }
             }
             return false''', '''                guard write(Array(piece.data)[...]) else { return false }
