@@ -12,37 +12,25 @@ final class ConnectionResendTests: MockServerTestCase {
     /// Answers each connection's first request with the body's length and SHA-256; reads the head and 1,000 bytes of
     /// a connection's second request, then closes the connection without answering.
     private static let closingServer = """
-        import hashlib, socket, sys, threading
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        print(listener.getsockname()[1], flush=True)
         def serve(connection):
             pending = b""
             for number in (1, 2):
-                while b"\\r\\n\\r\\n" not in pending:
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        return connection.close()
-                    pending += chunk
+                pending = read_until(connection, pending, lambda data: b"\\r\\n\\r\\n" in data)
+                if pending is None:
+                    return connection.close()
                 head, _, pending = pending.partition(b"\\r\\n\\r\\n")
                 fields = dict(line.split(b":", 1) for line in head.split(b"\\r\\n")[1:] if b":" in line)
                 length = int(fields.get(b"Content-Length", b"0"))
                 wanted = length if number == 1 else min(1000, length)
-                while len(pending) < wanted:
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        return connection.close()
-                    pending += chunk
+                pending = read_until(connection, pending, lambda data: len(data) >= wanted)
+                if pending is None:
+                    return connection.close()
                 if number == 2:
                     print("closed under a request", flush=True)
                     return connection.close()
                 body, pending = pending[:length], pending[length:]
                 answer = b"%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode())
                 connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(answer), answer))
-        while True:
-            connection, _ = listener.accept()
-            threading.Thread(target=serve, args=(connection,), daemon=True).start()
 
         """
 
@@ -50,7 +38,7 @@ final class ConnectionResendTests: MockServerTestCase {
     private let expected = "16000 55198960419de96a7e1be466606fbcbd99e6003f648700ae1e8240b0b6885ff4"
 
     private func answers(_ send: (RestManager, URL) async throws -> RestManager.Results) async throws -> [String] {
-        let python = try startPythonServer(Self.closingServer, named: "closing_server")
+        let python = try startSocketServer(serving: Self.closingServer, named: "closing_server")
         defer { python.stop() }
         let target = try XCTUnwrap(URL(string: "http://127.0.0.1:\(try XCTUnwrap(python.port))/upload"))
         let manager = RestManager()

@@ -9,19 +9,10 @@ import RestManager
 final class EarlyAnswerTests: MockServerTestCase {
     /// Reads a request's head, answers 413 with `Connection: close`, then does what its first argument says.
     private static let earlyServer = """
-        import socket, struct, sys, threading, time
         mode = sys.argv[1]
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        print(listener.getsockname()[1], flush=True)
         def serve(connection):
-            head = b""
-            while b"\\r\\n\\r\\n" not in head:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    return connection.close()
-                head += chunk
+            if read_until(connection, b"", lambda pending: b"\\r\\n\\r\\n" in pending) is None:
+                return connection.close()
             connection.sendall(b"HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 9\\r\\nConnection: close\\r\\n\\r\\ntoo large")
             if mode == "reset":
                 connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -33,14 +24,11 @@ final class EarlyAnswerTests: MockServerTestCase {
                 except OSError:
                     pass
             connection.close()
-        while True:
-            connection, _ = listener.accept()
-            threading.Thread(target=serve, args=(connection,), daemon=True).start()
 
         """
 
     private func outcomes(_ mode: String) throws -> [String] {
-        let python = try startPythonServer(Self.earlyServer, named: "early_\(mode)", arguments: [mode])
+        let python = try startSocketServer(serving: Self.earlyServer, named: "early_\(mode)", arguments: [mode])
         defer { python.stop() }
         let target = try XCTUnwrap(URL(string: "http://127.0.0.1:\(try XCTUnwrap(python.port))/upload"))
         let large = scratch.appendingPathComponent("large.bin")

@@ -11,26 +11,15 @@ import RestManager
 final class UploadConnectionResetTests: MockServerTestCase {
     /// Accepts connections, reads each request's head, and resets the connection (SO_LINGER 0) without answering.
     private static let resettingServer = """
-        import socket, struct
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        print(listener.getsockname()[1], flush=True)
-        while True:
-            connection, _ = listener.accept()
-            head = b""
-            while b"\\r\\n\\r\\n" not in head:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    break
-                head += chunk
+        def serve(connection):
+            read_until(connection, b"", lambda pending: b"\\r\\n\\r\\n" in pending)
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             connection.close()
 
         """
 
     func testAServerThatResetsUnderAFileUploadFailsTheCallCleanly() throws {
-        let python = try startPythonServer(Self.resettingServer, named: "resetting_server")
+        let python = try startSocketServer(serving: Self.resettingServer, named: "resetting_server")
         defer { python.stop() }
         let port = try XCTUnwrap(python.port)
         let target = try XCTUnwrap(URL(string: "http://127.0.0.1:\(port)/upload"))

@@ -142,6 +142,32 @@ class MockServerTestCase: XCTestCase {
         return server
     }
 
+    /// What every loopback socket server of a test needs, before its own `serve(connection)`: a listener on a free port
+    /// (printed first), `read_until(connection, pending, done)` (bytes until `done(bytes)`, None when the peer closed
+    /// first), and each connection served on a thread of its own.
+    private static let socketServerPrelude = """
+        import hashlib, socket, struct, sys, threading
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        print(listener.getsockname()[1], flush=True)
+        def read_until(connection, pending, done):
+            while not done(pending):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return None
+                pending += chunk
+            return pending
+
+        """
+
+    /// Starts a loopback server whose python `script` defines `serve(connection)`, called for each connection (see
+    /// `socketServerPrelude`); `sys.argv[1...]` are `arguments`. The test stops it.
+    func startSocketServer(serving script: String, named name: String, arguments: [String] = []) throws -> PythonServer {
+        let loop = "while True:\n    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()\n"
+        return try startPythonServer(Self.socketServerPrelude + script + loop, named: name, arguments: arguments)
+    }
+
     /// Decodes the `/_test/echo` answer.
     func echo(_ results: RestManager.Results, file: StaticString = #filePath, line: UInt = #line) throws -> Echo {
         XCTAssertNil(results.error, "request failed: \(String(describing: results.error))", file: file, line: line)
