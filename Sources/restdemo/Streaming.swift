@@ -24,11 +24,17 @@ extension Client {
         }
     }
 
-    /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n).
+    /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n). Each reconnection is a
+    /// line on stderr, --verbose or not: a server that is down is retried for ever, and the user should see why.
     func events(_ invocation: Invocation) async throws {
         let url = try absoluteURL(invocation.positionals.first, command: "events")
         prepareForTransfer(to: url)
         let rest = rest
+        if !options.verbose {
+            rest.eventHandler = { event in
+                if case .retrying = event { Output.diagnostic("restdemo: \(event)") }
+            }
+        }
         try await untilInterrupted(url) {
             for try await event in rest.events(for: RestManager.Request(url: url)) {
                 let data = event.data.replacingOccurrences(of: "\n", with: "\\n")

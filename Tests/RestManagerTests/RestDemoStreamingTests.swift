@@ -57,6 +57,35 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertEqual(run.stderr, "restdemo: missing URL (see 'restdemo events --help')\n")
     }
 
+    /// A server that ends every stream is reconnected to for ever, as WHATWG says: each reconnection is a line on
+    /// stderr, --verbose or not, so a user sees why nothing comes. Before, nothing was printed.
+    func testEachReconnectionIsALineOnStderr() throws {
+        server.stub("GET", path: "/ends", response: .events([.init(data: "one", retry: 50)]))
+        let binary = try XCTUnwrap(Self.restdemoBinary)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-retry-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let err = folder.appendingPathComponent("err").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let child = try ChildProcess(
+            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", "/ends"],
+            environment: environment, stdoutPath: folder.appendingPathComponent("out").path, stderrPath: err)
+        // Two reconnections reported: the second comes after the second connection's event.
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while ChildProcess.readFile(err).components(separatedBy: "\n").count < 3, Date() < deadline { usleep(10_000) }
+        child.interrupt()
+        XCTAssertEqual(child.waitForExit().status, 130)
+        let lines = ChildProcess.readFile(err).split(separator: "\n").prefix(2)
+        let expected = (1...2).map { attempt in
+            "restdemo: retrying GET \(server.baseURL.absoluteString)/ends after attempt \(attempt) in 0.05 s: "
+                + "the event stream ended"
+        }
+        XCTAssertEqual(lines.map(String.init), expected)
+        let out = ChildProcess.readFile(folder.appendingPathComponent("out").path)
+        XCTAssertTrue(out.hasPrefix("message\t-\tone\nmessage\t-\tone\n"), out)
+    }
+
     func testCtrlCEndsAStreamWithStatus130AndClosesTheConnection() throws {
         server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 120)]))
         let binary = try XCTUnwrap(Self.restdemoBinary)
