@@ -29,6 +29,17 @@ final class ErrorTests: MockServerTestCase {
         XCTAssertEqual(RestManager.CustomError.failedToCreateRequest.localizedDescription, "Unable to create the URLRequest object.")
     }
 
+    /// A header name that is not a token is named in the error with its control characters escaped; a space, which is
+    /// printable, stays a space. Nothing is sent.
+    func testAnInvalidHeaderNameIsShownWithItsControlCharactersEscaped() {
+        rest.requestHttpHeaders.add(value: "1", forKey: "Bad Name\u{1}\u{7F}~")
+        let reason = "a header name may contain only letters, digits and !#$%&'*+-.^_`|~"
+        XCTAssertEqual(
+            send(.get, "/api/users").error?.localizedDescription,
+            "Invalid request header 'Bad Name\\u{1}\\u{7f}~': \(reason).")
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
     func testConnectionRefusedKeepsTheURLError() throws {
         let port = server.port
         server.stop()

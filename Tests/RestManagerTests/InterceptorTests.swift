@@ -63,6 +63,26 @@ final class InterceptorTests: MockServerTestCase {
         }
     }
 
+    /// Holds each call in `adapt` until `gate` opens; `entered` is fulfilled when a call arrives.
+    struct WaitsToAdapt: RestManager.Interceptor {
+        let gate: Gate
+        let entered: XCTestExpectation
+        func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+            entered.fulfill()
+            await gate.wait()
+            return request
+        }
+    }
+
+    /// Fulfils `adapted` when a call reaches it: the interceptors before it have returned.
+    struct Signals: RestManager.Interceptor {
+        let adapted: XCTestExpectation
+        func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+            adapted.fulfill()
+            return request
+        }
+    }
+
     func testTheHMACHelperMatchesRFC4231() {
         let digest = HMAC.sha256Hex(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))
         XCTAssertEqual(digest, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
@@ -125,6 +145,34 @@ final class InterceptorTests: MockServerTestCase {
         XCTAssertTrue(error.userInfo[NSUnderlyingErrorKey] is Offline)
         rest.interceptors = [Failing(error: RestManager.CustomError.invalidTimeout(-1))]
         guard case .invalidTimeout(-1)? = send(.get, "/x").error as? RestManager.CustomError else { return XCTFail("not as is") }
+        XCTAssertEqual(server.receivedRequests.count, 0)
+    }
+
+    /// A call cancelled while an interceptor adapts it completes once with `.cancelled`; when the adapt returns, it is
+    /// neither reported `started` nor sent. (A mutant that let a finished call go on after its adapt reported it.)
+    func testACallCancelledWhileAdaptingIsNeverSent() {
+        let gate = Gate()
+        let entered = expectation(description: "adapting")
+        let adapted = expectation(description: "adapted")
+        let events = ResultBox<String>()
+        rest.eventHandler = { events.set("\($0)") }
+        rest.interceptors = [WaitsToAdapt(gate: gate, entered: entered), Signals(adapted: adapted)]
+        let done = expectation(description: "completed")
+        let outcome = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(toURL: url("/x"), withHttpMethod: .get) {
+            outcome.set($0)
+            done.fulfill()
+        }
+        wait(for: [entered], timeout: 15)
+        handle.cancel()
+        wait(for: [done], timeout: 15)
+        gate.open()
+        wait(for: [adapted], timeout: 15)
+        // What follows an adapt runs at once: half a second shows it even on a loaded machine.
+        Thread.sleep(forTimeInterval: 0.5)
+        guard case .cancelled? = outcome.value?.error as? RestManager.CustomError else { return XCTFail("not cancelled") }
+        XCTAssertEqual(outcome.count, 1)
+        XCTAssertEqual(events.all.filter { $0.hasPrefix("started") }, [])
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 

@@ -556,35 +556,6 @@ final class VersionBox: @unchecked Sendable {
     }
 }
 
-/// Opens once; `wait()` returns when it is open.
-private final class Gate: @unchecked Sendable {
-    private let lock = NSLock()
-    private var isOpen = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    func open() {
-        lock.lock()
-        isOpen = true
-        let waiting = waiters
-        waiters = []
-        lock.unlock()
-        waiting.forEach { $0.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            lock.lock()
-            if isOpen {
-                lock.unlock()
-                continuation.resume()
-            } else {
-                waiters.append(continuation)
-                lock.unlock()
-            }
-        }
-    }
-}
-
 /// Decides only once its gate is open.
 private struct WaitsToDecide: RestManager.Interceptor {
     let gate: Gate

@@ -259,6 +259,35 @@ struct Echo: Decodable {
     func headerNames() -> [String] { headers.map { $0[0] } }
 }
 
+/// Opens once; `wait()` returns when it is open.
+final class Gate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        lock.lock()
+        isOpen = true
+        let waiting = waiters
+        waiters = []
+        lock.unlock()
+        waiting.forEach { $0.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if isOpen {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiters.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+}
+
 /// A value set from a completion handler and read by the test after waiting.
 final class ResultBox<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
