@@ -325,6 +325,9 @@ cases = [
 ''', '''''', "RestDemoTests"),
  ("restdemo: the API key to every origin", "Sources/restdemo/Transfers.swift", '''if RestManager.isSameOrigin(url, base) { rest.requestHttpHeaders.add(''', '''if !url.absoluteString.isEmpty { rest.requestHttpHeaders.add(''', "RestDemoTests"),
  ("restdemo: an unreadable answer is unreachable", "Sources/restdemo/Transfers.swift", '''where urlError.code == .cannotParseResponse:''', '''where urlError.code == .cannotParseResponse && what.isEmpty:''', "RestDemoStreamingTests"),
+ ('interceptors: a call cancelled while adapting goes on', C, 'guard !finished else { return false }\n                state = .sending(redirects: 0)', 'state = .sending(redirects: 0)', 'InterceptorTests'),
+ ('errors: a space shown as an escape', C, '$0.value < 0x20 || $0.value == 0x7F ?', '$0.value <= 0x20 || $0.value == 0x7F ?', 'ErrorTests'),
+ ('restdemo: reconnections reported only with --verbose', "Sources/restdemo/Streaming.swift", 'if !options.verbose {\n            rest.eventHandler', 'if options.verbose {\n            rest.eventHandler', 'RestDemoStreamingTests'),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)
