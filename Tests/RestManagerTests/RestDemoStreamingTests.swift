@@ -61,16 +61,8 @@ final class RestDemoStreamingTests: MockServerTestCase {
     /// stderr, --verbose or not, so a user sees why nothing comes. Before, nothing was printed.
     func testEachReconnectionIsALineOnStderr() throws {
         server.stub("GET", path: "/ends", response: .events([.init(data: "one", retry: 50)]))
-        let binary = try XCTUnwrap(Self.restdemoBinary)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-retry-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (child, folder, out, err) = try startEvents("/ends")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let err = folder.appendingPathComponent("err").path
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let child = try ChildProcess(
-            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", "/ends"],
-            environment: environment, stdoutPath: folder.appendingPathComponent("out").path, stderrPath: err)
         // Two reconnections reported: the second comes after the second connection's event.
         let deadline = Date(timeIntervalSinceNow: 60)
         while ChildProcess.readFile(err).components(separatedBy: "\n").count < 3, Date() < deadline { usleep(10_000) }
@@ -82,22 +74,14 @@ final class RestDemoStreamingTests: MockServerTestCase {
                 + "the event stream ended"
         }
         XCTAssertEqual(lines.map(String.init), expected)
-        let out = ChildProcess.readFile(folder.appendingPathComponent("out").path)
-        XCTAssertTrue(out.hasPrefix("message\t-\tone\nmessage\t-\tone\n"), out)
+        let printed = ChildProcess.readFile(out)
+        XCTAssertTrue(printed.hasPrefix("message\t-\tone\nmessage\t-\tone\n"), printed)
     }
 
     func testCtrlCEndsAStreamWithStatus130AndClosesTheConnection() throws {
         server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 120)]))
-        let binary = try XCTUnwrap(Self.restdemoBinary)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-sigint-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (child, folder, out, err) = try startEvents("/live")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let out = folder.appendingPathComponent("out").path
-        var environment = ProcessInfo.processInfo.environment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        let child = try ChildProcess(
-            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", "/live"],
-            environment: environment, stdoutPath: out, stderrPath: folder.appendingPathComponent("err").path)
         // The first event printed: the stream is open and waiting.
         let deadline = Date(timeIntervalSinceNow: 60)
         while ChildProcess.readFile(out).isEmpty, Date() < deadline { usleep(10_000) }
@@ -107,8 +91,24 @@ final class RestDemoStreamingTests: MockServerTestCase {
         let outcome = child.waitForExit()
         XCTAssertEqual(outcome.signal, 0)
         XCTAssertEqual(outcome.status, 130)
-        XCTAssertEqual(ChildProcess.readFile(folder.appendingPathComponent("err").path), "")
+        XCTAssertEqual(ChildProcess.readFile(err), "")
         while server.openConnectionCount > 0, Date() < deadline { usleep(10_000) }
         XCTAssertEqual(server.openConnectionCount, 0)
+    }
+
+    /// Starts `restdemo events PATH` against the server, its stdout and stderr in files of a new folder, which the
+    /// caller removes.
+    private func startEvents(_ path: String) throws -> (child: ChildProcess, folder: URL, out: String, err: String) {
+        let binary = try XCTUnwrap(Self.restdemoBinary)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-events-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let out = folder.appendingPathComponent("out").path
+        let err = folder.appendingPathComponent("err").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let child = try ChildProcess(
+            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", path],
+            environment: environment, stdoutPath: out, stderrPath: err)
+        return (child, folder, out, err)
     }
 }
