@@ -35,7 +35,7 @@ cases = [
  ("cache: a request's max-age ignored", R, '''let fresh = age < Self.lifetime(entry.response) && age <= Self.maxAge(control) ?? .infinity''', '''let fresh = age < Self.lifetime(entry.response)''', "ResponseCacheTests"),
  ("cache: an answer reached by a redirect stored", R, '''if http.statusCode == 200, http.url == url, let body''', '''if http.statusCode == 200, let body''', "ResponseCacheTests"),
  ("cache: a 304's Content-Length merged", R, '''let updates = notModified.allHeaderFields.filter { "\\($0.key.base)".lowercased() != "content-length" }''', '''let updates = notModified.allHeaderFields''', "ResponseCacheTests"),
- ("cache: HEAD invalidates too", R, '''if ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod),''', '''if true,''', "ResponseCacheTests"),
+ ("cache: HEAD invalidates too", R, '''!["HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod) {''', '''true {''', "ResponseCacheTests"),
  ("auth token to every origin", A, '''if let base = manager.baseURL, !RestManager.isSameOrigin(base, url) { return request }''', '''''', "AuthenticatorScopeTests"),
  ("auth: a 401 from another origin refreshes", A, '''guard let answered, let sent = request.url, RestManager.isSameOrigin(answered, sent) else {''', '''guard answered != nil, request.url != nil else {''', "AuthenticatorScopeTests"),
  ("auth: logout loses to the refresh", A, '''if generation != startedGeneration {''', '''if false, generation != startedGeneration {''', "AuthenticatorScopeTests"),
@@ -141,9 +141,7 @@ cases = [
  ("cache: a 304 with other validators revalidates", R, '''                guard matched else { return }
 ''', '''                matched = true
 ''', "ResponseCacheTests"),
- ("cache: Vary names compared by case", R, '''$0.trimmingCharacters(in: .whitespaces).lowercased()
-            }''', '''$0.trimmingCharacters(in: .whitespaces)
-            }''', "ResponseCacheTests"),
+ ("cache: Vary names compared by case", R, '''let vary = Self.directives(response.value(forHTTPHeaderField: "Vary"))''', '''let vary = (response.value(forHTTPHeaderField: "Vary") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }''', "ResponseCacheTests"),
  ("SSE: an empty Last-Event-ID sent", S, '''if let id = parser.lastEventID, !id.isEmpty {''', '''if let id = parser.lastEventID {''', "ServerSentEventsTests"),
  ("SSE: no Accept header", S, '''                request.headers.add(value: "text/event-stream", forKey: "Accept")
 ''', '''''', "ServerSentEventsTests"),
@@ -167,7 +165,7 @@ cases = [
             entries.append(Entry(key: key, value: value, normalized: normalized))''', "QueryEncodingTests"),
  ("allValues keeps the last of a repeated key", C, '''values[key] = values[key].map { $0 + ", " + entry.value } ?? entry.value''', '''values[key] = entry.value''', "MethodAndHeaderTests"),
  ("stream: no grace for a reader behind", C, '''                    let deadline = Date(timeIntervalSinceNow: 0.5)''', '''                    let deadline = Date(timeIntervalSinceNow: 0)''', "StreamingTests"),
- ("stream: retried after its head", C, '''guard !interceptors.isEmpty, stream?.isOpen != true else { return finish(results) }''', '''guard !interceptors.isEmpty else { return finish(results) }''', "StreamingTests"),
+ ("stream: retried after its head", C, '''guard let steps, stream?.isOpen != true else { return finish(results) }''', '''guard let steps else { return finish(results) }''', "StreamingTests"),
  ("stream: a cached answer's body dropped", C, '''                if case .success? = head, let data = results.data { unread.append(data) }
 ''', '''''', "ResponseCacheTests"),
  ("one redirect fewer than the limit", C, '''guard hops <= settings.maximumRedirects else''', '''guard hops < settings.maximumRedirects else''', "RedirectTests"),
@@ -229,7 +227,9 @@ cases = [
  ("Vary ignored", R, '''entry.varied.allSatisfy { request.value(forHTTPHeaderField: $0.key) ?? "" == $0.value }''', '''true''', "ResponseCacheTests"),
  ("Age not subtracted", R, '''bornAt: Date() - Self.age(response)''', '''bornAt: Date()''', "ResponseCacheTests"),
  ("an answer's no-store stored", R, '''!control.contains("no-store") && !requestControl.contains("no-store")''', '''!requestControl.contains("no-store")''', "ResponseCacheTests"),
- ("the newest entry evicted", R, '''.min(by: { $0.lastUsed < $1.lastUsed })''', '''.max(by: { $0.lastUsed < $1.lastUsed })''', "ResponseCacheTests"),
+ ("the newest entry evicted", R, '''.sorted(by: { $0.lastUsed < $1.lastUsed })''', '''.sorted(by: { $0.lastUsed > $1.lastUsed })''', "ResponseCacheTests"),
+ ("cache: removeAll forgets the entries, not their bytes", R, '''withLock { entries.keys.forEach { replace($0, with: []) } }''', '''withLock { entries = [:] }''', "ResponseCacheTests"),
+ ("cache: an invalidation forgets the entries, not their bytes", R, '''withLock { entries.keys.filter { $0.hasPrefix(prefix) }.forEach { replace($0, with: []) } }''', '''withLock { entries = entries.filter { !$0.key.hasPrefix(prefix) } }''', "ResponseCacheTests"),
  ("a 304's headers not merged", R, '''let fields = Array(entry.response.allHeaderFields) + Array(updates)''', '''let fields = Array(entry.response.allHeaderFields)''', "ResponseCacheTests"),
  # Streaming
  ("CR then LF across chunks is two line ends", C, '''if afterCR, byte == 10, index == start {''', '''if afterCR, byte == 10, index == start, index > 0 {''', "StreamingTests"),
@@ -325,9 +325,16 @@ cases = [
 ''', '''''', "RestDemoTests"),
  ("restdemo: the API key to every origin", "Sources/restdemo/Transfers.swift", '''if RestManager.isSameOrigin(url, base) { rest.requestHttpHeaders.add(''', '''if !url.absoluteString.isEmpty { rest.requestHttpHeaders.add(''', "RestDemoTests"),
  ("restdemo: an unreadable answer is unreachable", "Sources/restdemo/Transfers.swift", '''where urlError.code == .cannotParseResponse:''', '''where urlError.code == .cannotParseResponse && what.isEmpty:''', "RestDemoStreamingTests"),
- ('interceptors: a call cancelled while adapting goes on', C, 'guard !finished else { return false }\n                state = .sending(redirects: 0)', 'state = .sending(redirects: 0)', 'InterceptorTests'),
+ ('interceptors: a call cancelled while adapting goes on', C, '            guard proceeds else { return }\n', '', 'InterceptorTests'),
  ('errors: a space shown as an escape', C, '$0.value < 0x20 || $0.value == 0x7F ?', '$0.value <= 0x20 || $0.value == 0x7F ?', 'ErrorTests'),
  ('restdemo: reconnections reported only with --verbose', "Sources/restdemo/Streaming.swift", 'if !options.verbose {\n            rest.eventHandler', 'if options.verbose {\n            rest.eventHandler', 'RestDemoStreamingTests'),
+ ("interceptors: decide in a task of its own (loses the caller's task-local values)", C, '''steps.yield { await self.decide(results, for: sent, attempt: number, from: 0) }''', '''Task { await self.decide(results, for: sent, attempt: number, from: 0) }''', "InterceptorTests"),
+ ("interceptors: adapt in a task of its own (a refresh's retried request waits for itself)", C, '''            steps.yield {
+                var adapted = self.firstRequest''', '''            Task {
+                var adapted = self.firstRequest''', "AuthenticatorTests|InterceptorTests"),
+ ("upload: progress totals from the task alone (0 on Linux)", T, '''let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : size''', '''let expected = task.countOfBytesExpectedToSend''', "UploadTests"),
+ ("multipart: a part's file never closed", T, '''                defer { fclose(input) }
+''', '''''', "UploadTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

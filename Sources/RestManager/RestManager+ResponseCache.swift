@@ -22,6 +22,7 @@ extension RestManager {
         public static let statusHeader = "RestManager-Cache"
 
         private struct Entry {
+            var key: String
             var response: HTTPURLResponse
             var body: Data
             /// The request's values of the headers the answer's `Vary` names, lower-cased names.
@@ -34,6 +35,8 @@ extension RestManager {
         private let lock = NSLock()
         private let maximumBytes: Int
         private var entries: [String: [Entry]] = [:]
+        /// The bytes of all stored bodies, kept by `replace` (summing them for each answer made filling up quadratic).
+        private var storedBytes = 0
         private var clock: UInt64 = 0
         /// The revalidations sent and not yet decided on: URL and validators.
         private var revalidating: [String] = []
@@ -43,7 +46,7 @@ extension RestManager {
 
         /// Forgets every stored answer.
         public func removeAll() {
-            withLock { entries = [:] }
+            withLock { entries.keys.forEach { replace($0, with: []) } }
         }
 
         /// Answers a GET from a fresh entry, or asks for the stored one's validity.
@@ -77,11 +80,10 @@ extension RestManager {
                 return .deliver
             }
             guard isGet(request) else {
-                // RFC 9111 §4.4: a successful unsafe method invalidates the target URL (for every user and variant).
-                if ["POST", "PUT", "PATCH", "DELETE"].contains(request.httpMethod),
-                    (200..<400).contains(http.statusCode)
-                {
-                    withLock { entries = entries.filter { !$0.key.hasPrefix(url.absoluteString + "\n") } }
+                // RFC 9111 §4.4: a successful unsafe (or unknown) method invalidates the URL, for every user and variant.
+                if (200..<400).contains(http.statusCode), !["HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod) {
+                    let prefix = url.absoluteString + "\n"
+                    withLock { entries.keys.filter { $0.hasPrefix(prefix) }.forEach { replace($0, with: []) } }
                 }
                 return .deliver
             }
@@ -145,9 +147,7 @@ extension RestManager {
         private func store(_ body: Data, _ response: HTTPURLResponse, for request: URLRequest) {
             let control = Self.directives(response.value(forHTTPHeaderField: "Cache-Control"))
             let requestControl = Self.directives(request.value(forHTTPHeaderField: "Cache-Control"))
-            let vary = (response.value(forHTTPHeaderField: "Vary") ?? "").split(separator: ",").map {
-                $0.trimmingCharacters(in: .whitespaces).lowercased()
-            }
+            let vary = Self.directives(response.value(forHTTPHeaderField: "Vary"))
             let hasValidator = ["ETag", "Last-Modified"].contains { response.value(forHTTPHeaderField: $0) != nil }
             let storable =
                 !control.contains("no-store") && !requestControl.contains("no-store") && !vary.contains("*")
@@ -161,23 +161,26 @@ extension RestManager {
                 if storable {
                     clock += 1
                     let entry = Entry(
-                        response: response, body: body, varied: varied, bornAt: Date() - Self.age(response),
+                        key: entryKey, response: response, body: body, varied: varied,
+                        bornAt: Date() - Self.age(response),
                         lastUsed: clock)
                     list.append(entry)
                 }
-                entries[entryKey] = list.isEmpty ? nil : list
-                // The least recently used go until the bodies fit. (`lastUsed` is unique: a tick of `clock`.)
-                var storedBytes = entries.values.joined().reduce(0) { $0 + $1.body.count }
-                while storedBytes > maximumBytes,
-                    let oldest = entries.values.joined().min(by: { $0.lastUsed < $1.lastUsed })
-                {
-                    entries = entries.compactMapValues { list in
-                        let kept = list.filter { $0.lastUsed != oldest.lastUsed }
-                        return kept.isEmpty ? nil : kept
-                    }
-                    storedBytes -= oldest.body.count
+                replace(entryKey, with: list)
+                guard storedBytes > maximumBytes else { return }
+                // The least recently used go until the bodies fit (`lastUsed` is unique: a tick of `clock`).
+                for entry in entries.values.joined().sorted(by: { $0.lastUsed < $1.lastUsed })
+                where storedBytes > maximumBytes {
+                    replace(entry.key, with: entries[entry.key]?.filter { $0.lastUsed != entry.lastUsed } ?? [])
                 }
             }
+        }
+
+        /// Stores `list` as the entries for `key` (under the lock), keeping `storedBytes`.
+        private func replace(_ key: String, with list: [Entry]) {
+            let bytes = { (list: [Entry]) in list.reduce(0) { $0 + $1.body.count } }
+            storedBytes += bytes(list) - bytes(entries[key] ?? [])
+            entries[key] = list.isEmpty ? nil : list
         }
 
         /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again; nil when none is left or it has
@@ -217,7 +220,7 @@ extension RestManager {
 
         private func isGet(_ request: URLRequest) -> Bool { (request.httpMethod ?? "GET") == "GET" }
 
-        /// The lower-cased directives of a `Cache-Control` value, with their arguments (`max-age=60`).
+        /// The lower-cased items of a comma-separated value: `Cache-Control` directives (`max-age=60`), `Vary` names.
         private static func directives(_ value: String?) -> [String] {
             (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         }

@@ -850,6 +850,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry
     /// policy. Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
+    /// They run one at a time in a task made where the call was made: they see its task-local values on every attempt.
     /// ```swift
     /// struct RetryOnce503: RestManager.Interceptor {
     ///     func decide(
@@ -1525,14 +1526,20 @@ public final class RestManager: @unchecked Sendable {
             start(value, snapshot: snapshot, handle: handle, started: started)
             return handle
         }
-        // Assembling a multipart body copies files: not on the caller's thread, and within the call's deadline.
+        // Assembling a multipart body copies files: not on the caller's thread, and within the call's deadline. Then
+        // the call goes on in a task made here, whose task-local values its interceptors see.
         let check = { @Sendable [timeout = snapshot.timeout] () throws in
             if handle.isCancelled { throw CustomError.cancelled }
             if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
         }
-        DispatchQueue.global(qos: .userInitiated).async { [snapshot] in
+        Task { [snapshot] in
+            let assembled = await withCheckedContinuation { continuation in
+                DispatchQueue.global(qos: .userInitiated).async {
+                    continuation.resume(returning: Result { try assemble(value, check) })
+                }
+            }
             do {
-                self.start(try assemble(value, check), snapshot: snapshot, handle: handle, started: started)
+                self.start(try assembled.get(), snapshot: snapshot, handle: handle, started: started)
             } catch { handle.deliver(Results(withError: CustomError.wrap(error))) }
         }
         return handle
@@ -1835,10 +1842,10 @@ public final class RestManager: @unchecked Sendable {
     /// Its lifecycle, in `state` and `attempt` (n; under `lock`); `perform` builds the request and calls `start()`:
     /// ```
     /// start() arms the deadline (timer queue) --> adapting(1)
-    /// adapting(n) -- the interceptors' adapt (a task; none without interceptors) --> sending(redirects: 0)
+    /// adapting(n) -- the interceptors' adapt (the steps' task; none without interceptors) --> sending(redirects: 0)
     /// adapting(1) -- an identical call is on the wire (de-duplication): the handle joins it --> finished, unseen
     /// sending(k) -- a redirect, or the rest of a short download (delegate queue) --> sending(k + 1 | k)
-    /// sending(k) -- the task completes (delegate queue) --> deciding(n): the interceptors' decide (a task)
+    /// sending(k) -- the task completes (delegate queue) --> deciding(n): the interceptors' decide (the steps' task)
     /// deciding(n) -- a retry (RetryPolicy, the authenticator's resend) --> waiting(n) -- its timer --> adapting(n + 1)
     /// any state -- delivered, deadline, last handle cancelled, an error --> finished (each completion goes out once)
     /// ```
@@ -1866,6 +1873,9 @@ public final class RestManager: @unchecked Sendable {
         private var finished: Bool { state == .finished }
         /// The call's interceptors: the manager's, the request's, then the retry policy.
         private let interceptors: [any Interceptor]
+        /// Runs the interceptors' steps in order, in one task made where the call was made: every attempt sees the
+        /// caller's task-local values (a refresh marks its own calls so) and priority. Nil without interceptors.
+        private let steps: AsyncStream<@Sendable () async -> Void>.Continuation?
         /// The request the interceptors made for the current attempt (`request` follows redirects).
         private var attemptRequest: URLRequest
         /// Whether URLSession asked about the current hop's redirect (it must: secrets are stripped there).
@@ -1896,9 +1906,19 @@ public final class RestManager: @unchecked Sendable {
             self.firstRequest = request
             self.attemptRequest = request
             interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
+            if interceptors.isEmpty {
+                steps = nil
+            } else {
+                let (jobs, steps) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+                Task { for await job in jobs { await job() } }
+                self.steps = steps
+            }
             transfer = value.transfer
             stream = value.stream
         }
+
+        /// Ends the steps' task of an exchange that never started (`finish` ends the others').
+        deinit { steps?.finish() }
 
         /// Adds a waiting handle; false when this exchange has already finished.
         func add(_ handle: RequestHandle) -> Bool {
@@ -1930,17 +1950,22 @@ public final class RestManager: @unchecked Sendable {
             timer.schedule(deadline: .now() + seconds, repeating: repeating)
             timer.setEventHandler(handler: handler)
             timer.resume()
-            let kept = lock.withLock { () -> Bool in
-                if !finished { timers.append(timer) }
-                return !finished
-            }
+            let kept = unlessFinished { timers.append(timer) }
             if !kept { timer.cancel() }
             return kept
         }
 
-        /// Numbers the next attempt and lets the interceptors, if any, adapt the call's request for it (in a task).
+        /// Runs `body` under the lock unless the exchange has finished; whether it ran.
+        @discardableResult
+        private func unlessFinished(_ body: () -> Void) -> Bool {
+            lock.withLock {
+                if !finished { body() }
+                return !finished
+            }
+        }
+
+        /// Numbers the next attempt and lets the interceptors, if any, adapt the call's request for it (a step).
         private func beginAttempt() {
-            let next = firstRequest
             let number = lock.withLock { () -> Int? in
                 guard !finished else { return nil }
                 state = .adapting
@@ -1948,12 +1973,11 @@ public final class RestManager: @unchecked Sendable {
                 return attempt
             }
             guard let number else { return }
-            guard !interceptors.isEmpty else { return transmit(next, attempt: number) }
-            let interceptors = self.interceptors
-            Task {
-                var adapted = next
+            guard let steps else { return transmit(firstRequest, attempt: number) }
+            steps.yield {
+                var adapted = self.firstRequest
                 do {
-                    for (index, interceptor) in interceptors.enumerated() {
+                    for (index, interceptor) in self.interceptors.enumerated() {
                         do {
                             adapted = try await interceptor.adapt(adapted, attempt: number)
                         } catch let answer as Answer {
@@ -1977,28 +2001,24 @@ public final class RestManager: @unchecked Sendable {
         private func transmit(_ next: URLRequest, attempt number: Int) {
             // Shared as adapted (its token included): a call made after a new login never gets the last user's answer.
             if number == 1, let sharing, joinedAnother(sharing, sending: next) { return }
-            let proceed = lock.withLock { () -> Bool in
-                guard !finished else { return false }
+            let proceeds = unlessFinished {
                 state = .sending(redirects: 0)
                 request = next
                 attemptRequest = next
-                return true
             }
-            guard proceed else { return }
+            guard proceeds else { return }
             settings.eventHandler?(.started(next, attempt: number))
             send(next)
         }
 
-        /// An attempt's outcome goes through the interceptors' `decide` (in a task, only when there are any): retried
+        /// An attempt's outcome goes through the interceptors' `decide` (a step, only when there are any): retried
         /// after the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
         private func attemptEnded(_ results: Results) {
             // A stream whose body the caller has begun to get cannot be sent again.
-            guard !interceptors.isEmpty, stream?.isOpen != true else { return finish(results) }
-            let (sent, number) = lock.withLock { () -> (URLRequest, Int) in
-                if !finished { state = .deciding }
-                return (attemptRequest, attempt)
-            }
-            Task { await decide(results, for: sent, attempt: number, from: 0) }
+            guard let steps, stream?.isOpen != true else { return finish(results) }
+            guard unlessFinished({ state = .deciding }) else { return }
+            let (sent, number) = lock.withLock { (attemptRequest, attempt) }
+            steps.yield { await self.decide(results, for: sent, attempt: number, from: 0) }
         }
 
         /// Asks the interceptors from `first` on, in order, then retries or delivers.
@@ -2018,11 +2038,7 @@ public final class RestManager: @unchecked Sendable {
             guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else {
                 return finish(throughTransfer(delivered))
             }
-            let waits = lock.withLock { () -> Bool in
-                if !finished { state = .waiting }
-                return !finished
-            }
-            guard waits else { return }
+            guard unlessFinished({ state = .waiting }) else { return }
             let reason = delivered.error?.localizedDescription ?? "HTTP \(delivered.statusCode ?? 0)"
             settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: reason))
             // Holds the exchange while it waits (nothing else does then).
@@ -2054,11 +2070,7 @@ public final class RestManager: @unchecked Sendable {
             let joined = table.withLock { table -> Bool in
                 if let existing = table[key], waiting.allSatisfy({ existing.add($0) }) { return true }
                 // Only a call that runs: `finish` takes out the entry it sees recorded, and a finished one saw none.
-                let runs = lock.withLock { () -> Bool in
-                    if !finished { sharedKey = key }
-                    return !finished
-                }
-                if runs { table[key] = self }
+                if unlessFinished({ sharedKey = key }) { table[key] = self }
                 return false
             }
             if joined { waiting.forEach(remove) }
@@ -2091,11 +2103,9 @@ public final class RestManager: @unchecked Sendable {
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends.
             let task = Transport.backlog.excused { transport.session.dataTask(with: request) }
             transport.delegate.register(self, for: task)
-            let started = lock.withLock { () -> Bool in
-                guard !finished else { return false }
+            let started = unlessFinished {
                 self.task = task
                 body = Data()
-                return true
             }
             // A task created but never resumed would stay in the session forever: discard it.
             if started { Transport.backlog.excused { task.resume() } } else { cancelLater(task) }
@@ -2178,11 +2188,7 @@ public final class RestManager: @unchecked Sendable {
             } catch { fail(error) }
         }
 
-        func reportProgress() {
-            lock.withLock {
-                if !finished { transfer?.reportProgress(of: task, final: false) }
-            }
-        }
+        func reportProgress() { unlessFinished { transfer?.reportProgress(of: task, final: false) } }
 
         func completed(_ task: URLSessionTask, error: Error?) {
             let state = lock.withLock { () -> (body: Data?, hookRan: Bool)? in
@@ -2284,6 +2290,7 @@ public final class RestManager: @unchecked Sendable {
                 return (handles, (task, timers), request)
             }
             guard let outcome else { return }
+            steps?.finish()
             release(outcome.resources)
             if let key = lock.withLock({ sharedKey }) { sharing?.withLock { if $0[key] === self { $0[key] = nil } } }
             for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }

@@ -264,6 +264,28 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertNil(server.lastRequest(path: "/api/login")?.header("Authorization"), "the refresh's own request goes without the authenticator")
     }
 
+    /// The refresh's own request goes without the authenticator on every attempt, not only the first: retried after a
+    /// 503 while the credential it replaces has expired, it would otherwise wait for the refresh that waits for it.
+    func testARefreshWhoseOwnRequestIsRetriedDoesNotWaitOnItself() {
+        let rest = self.rest!
+        let login = url("/token")
+        let attempts = VersionBox()
+        server.stub("POST", path: "/token") { _ in
+            attempts.increment() == 2 ? MockServer.Response(status: 503) : .json(#"{"token":"fresh"}"#)
+        }
+        rest.authenticator = RestManager.Authenticator(credential: Credential(accessToken: "old", expiresAt: Date(timeIntervalSinceNow: -1))) { _ in
+            var request = RestManager.Request(.post, url: login)
+            request.interceptors = [InterceptorTests.RetryOnce503()]
+            struct Token: Decodable { let token: String }
+            return Credential(accessToken: try await rest.request(Token.self, for: request).token)
+        }
+        protect { $0 == "fresh" }
+        let results = send(.get, "/secure")
+        XCTAssertNil(results.error)
+        XCTAssertEqual(results.statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.filter { $0.path == "/token" }.map { $0.header("Authorization") ?? "none" }, ["none", "none"])
+    }
+
     func testCancellingWhileWaitingForARefreshCompletesAtOnce() {
         _ = install(Credential(accessToken: "old"))
         refresher.failure = nil

@@ -257,4 +257,45 @@ final class InterceptorTests: MockServerTestCase {
         XCTAssertEqual(send(request).statusCode, 204)
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
+
+    enum Trace {
+        @TaskLocal static var id: String?
+    }
+
+    /// Sends the calling task's trace ID (a task-local value) as `X-Trace`, and records the one `decide` sees.
+    struct TraceHeader: RestManager.Interceptor {
+        let decided: ResultBox<String>
+
+        func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+            var request = request
+            request.setValue(Trace.id ?? "none", forHTTPHeaderField: "X-Trace")
+            return request
+        }
+
+        func decide(after results: RestManager.Results, for request: URLRequest, attempt: Int) async -> RestManager.AttemptDecision {
+            decided.set(Trace.id ?? "none")
+            return .deliver
+        }
+    }
+
+    /// Interceptors run in the calling task's context on every attempt: a retry (started by a timer) and a call whose
+    /// multipart body was assembled from a file (on another thread) see the caller's task-local values.
+    func testInterceptorsSeeTheCallersTaskLocalValuesOnEveryAttempt() async throws {
+        server.stub(path: "/traced") { _ in .text("ok") }
+        server.enqueue(MockServer.Response(status: 503))
+        var request = RestManager.Request(url: url("/traced"))
+        let decided = ResultBox<String>()
+        request.interceptors = [TraceHeader(decided: decided), RetryOnce503()]
+        let retried = await Trace.$id.withValue("t-1") { await rest.makeRequest(request) }
+        XCTAssertEqual(retried.statusCode, 200)
+        let file = scratch.appendingPathComponent("part.txt")
+        try Data("part".utf8).write(to: file)
+        rest.interceptors = [TraceHeader(decided: decided)]
+        rest.addFile(at: file, fieldName: "file", mimeType: "text/plain")
+        let uploaded = await Trace.$id.withValue("t-2") { await rest.makeRequest(toURL: url("/traced"), withHttpMethod: .post) }
+        XCTAssertEqual(uploaded.statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("X-Trace") ?? "-" }, ["t-1", "t-1", "t-2"])
+        XCTAssertEqual(decided.all, ["t-1", "t-1", "t-2"], "what decide saw")
+    }
+
 }

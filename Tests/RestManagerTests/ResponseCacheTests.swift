@@ -295,6 +295,67 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/b")), "fresh")
     }
 
+    /// The bytes the cache counts go with the entries: after `removeAll` or an invalidating POST, two new answers that
+    /// fit together are both kept (a count left at the old entries' bytes would evict one of them).
+    func testRemovedEntriesNoLongerCountTowardsTheLimit() {
+        cache = RestManager.ResponseCache(maximumBytes: 250)
+        rest.interceptors = [cache]
+        let stored = MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 100))
+        for name in ["a", "b", "c", "d"] { server.stub("GET", path: "/\(name)", response: stored) }
+        server.stub("POST", path: "/a", response: MockServer.Response(status: 201))
+        _ = send(.get, "/a")
+        _ = send(.get, "/b")
+        cache.removeAll()
+        _ = send(.get, "/c")
+        _ = send(.get, "/d")
+        XCTAssertEqual(cacheStatus(send(.get, "/c")), "fresh", "c kept: a and b no longer count")
+        XCTAssertEqual(cacheStatus(send(.get, "/d")), "fresh")
+        cache.removeAll()
+        _ = send(.get, "/a")
+        _ = send(.get, "/b")
+        XCTAssertEqual(send(.post, "/a").statusCode, 201)
+        _ = send(.get, "/c")
+        XCTAssertEqual(cacheStatus(send(.get, "/b")), "fresh", "b kept: the invalidated a no longer counts")
+        XCTAssertEqual(cacheStatus(send(.get, "/c")), "fresh")
+        XCTAssertEqual(server.receivedRequests.filter { $0.path == "/b" }.count, 2, "b was sent once per fill")
+    }
+
+    /// Making room takes time in proportion to the entries, not their square: 20,000 small entries took 79 s to make
+    /// room for one large answer when each eviction searched them all again. Ten times the entries may take at most
+    /// 40 times as long (linear is about 10; the old way was over 100).
+    func testMakingRoomForALargeAnswerTakesLinearTime() async throws {
+        func fillAndEvict(_ count: Int) async -> (seconds: TimeInterval, cache: RestManager.ResponseCache) {
+            let cache = RestManager.ResponseCache(maximumBytes: count * 100)
+            let started = Date()
+            for index in 0...count {
+                let url = URL(string: "http://127.0.0.1:1/\(index)")!
+                let size = index == count ? count * 100 - 1 : 100
+                let http = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["ETag": "\"e\""])
+                let results = RestManager.Results(withData: Data(count: size), response: RestManager.Response(fromURLResponse: http), error: nil)
+                _ = await cache.decide(after: results, for: URLRequest(url: url), attempt: 1)
+            }
+            return (Date().timeIntervalSince(started), cache)
+        }
+        // The best of three runs each: a busy machine slows some runs, never speeds one up.
+        var small = TimeInterval.infinity
+        var large = TimeInterval.infinity
+        var cache = RestManager.ResponseCache()
+        for _ in 1...3 {
+            small = min(small, await fillAndEvict(1_000).seconds)
+            let run = await fillAndEvict(10_000)
+            large = min(large, run.seconds)
+            cache = run.cache
+        }
+        XCTAssertLessThan(large, small * 40, "\(large) s for 10,000 entries, \(small) s for 1,000")
+        // Only the large answer is left: it is revalidated, the small ones are not (no validators asked for).
+        let expectations: [(index: Int, validator: String?)] = [(0, nil), (9_999, nil), (10_000, "\"e\"")]
+        for (index, expected) in expectations {
+            let request = URLRequest(url: URL(string: "http://127.0.0.1:1/\(index)")!)
+            let sent = try await cache.adapt(request, attempt: 1)
+            XCTAssertEqual(sent.value(forHTTPHeaderField: "If-None-Match"), expected, "entry \(index)")
+        }
+    }
+
     /// A stream answered by the cache (a fresh entry: nothing is sent) gets the stored body, as one chunk.
     func testAStreamGetsAFreshCachedAnswerAsItsBody() async throws {
         let stored = MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data("cached body".utf8))
