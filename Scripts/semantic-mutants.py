@@ -335,6 +335,7 @@ cases = [
  ("upload: progress totals from the task alone (0 on Linux)", T, '''let expected = task.countOfBytesExpectedToSend > 0 ? task.countOfBytesExpectedToSend : size''', '''let expected = task.countOfBytesExpectedToSend''', "UploadTests"),
  ("multipart: a part's file never closed", T, '''                defer { fclose(input) }
 ''', '''''', "UploadTests"),
+ ("retry policy: a method it does not know taken for a GET", P, '''guard let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) else { return .deliver }''', '''let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get''', "RetryPolicyTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

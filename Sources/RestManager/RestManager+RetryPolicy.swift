@@ -47,9 +47,9 @@ extension RestManager {
         ]
 
         /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the
-        /// first).
+        /// first). A method an interceptor made that is none of `HttpMethod`'s is never retried (RFC 9110 §9.2.2).
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
-            let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get
+            guard let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) else { return .deliver }
             return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0) } ?? .deliver
         }
 

@@ -44,6 +44,23 @@ final class RetryPolicyTests: MockServerTestCase {
         }
     }
 
+    /// A method an interceptor made that the policy does not know (`PURGE`) may not be idempotent: never retried. It
+    /// was taken for a GET and sent again.
+    func testAMethodThePolicyDoesNotKnowIsNotRetried() {
+        struct Purge: RestManager.Interceptor {
+            func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
+                var purge = request
+                purge.httpMethod = "PURGE"
+                return purge
+            }
+        }
+        rest.retryPolicy = RestManager.RetryPolicy(initialDelay: 0.01)
+        rest.interceptors = [Purge()]
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.get, "/_test/echo").statusCode, 503)
+        XCTAssertEqual(server.receivedRequests.map(\.method), ["PURGE"])
+    }
+
     func testItStopsAfterMaximumRetriesAndOnlyForItsStatuses() {
         rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 2, initialDelay: 0.01)
         for _ in 0..<5 { server.enqueue(MockServer.Response(status: 500)) }
