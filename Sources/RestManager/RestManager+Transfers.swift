@@ -244,7 +244,7 @@ extension RestManager {
         var multipart = MultipartBody()
         for (name, field) in value.bodyParameters.orderedPairs { multipart.addField(name: name, value: field) }
         multipart.parts += value.files
-        let name = "RestManager-\(UUID().uuidString).multipart"
+        let name = "RestManager-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString).multipart"
         let file = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         let upload = UploadFile(file, temporary: true, reporter: nil)
         try write(multipart, to: file, check: check)

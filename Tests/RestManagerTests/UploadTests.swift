@@ -195,7 +195,9 @@ final class UploadTests: MockServerTestCase {
 
     private static func temporaryMultipartFiles() -> Set<String> {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)) ?? []
-        return Set(names.filter { $0.hasPrefix("RestManager-") && $0.hasSuffix(".multipart") })
+        // This process's only: with `--parallel`, other test processes assemble bodies in the same folder meanwhile.
+        let mine = "RestManager-\(ProcessInfo.processInfo.processIdentifier)-"
+        return Set(names.filter { $0.hasPrefix(mine) && $0.hasSuffix(".multipart") })
     }
 
     /// The body lives in a temporary file while the call runs (the server answers after a second).
