@@ -1873,9 +1873,10 @@ public final class RestManager: @unchecked Sendable {
         private var finished: Bool { state == .finished }
         /// The call's interceptors: the manager's, the request's, then the retry policy.
         private let interceptors: [any Interceptor]
-        /// Runs the interceptors' steps in order, in one task made where the call was made: every attempt sees the
-        /// caller's task-local values (a refresh marks its own calls so) and priority. Nil without interceptors.
+        /// The interceptors' steps, run in order by one task `start()` makes where the call was made: every attempt
+        /// sees the caller's task-local values (a refresh marks its own calls so) and priority. Nil without them.
         private let steps: AsyncStream<@Sendable () async -> Void>.Continuation?
+        private let jobs: AsyncStream<@Sendable () async -> Void>?
         /// The request the interceptors made for the current attempt (`request` follows redirects).
         private var attemptRequest: URLRequest
         /// Whether URLSession asked about the current hop's redirect (it must: secrets are stripped there).
@@ -1908,17 +1909,15 @@ public final class RestManager: @unchecked Sendable {
             interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
             if interceptors.isEmpty {
                 steps = nil
+                jobs = nil
             } else {
-                let (jobs, steps) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
-                Task { for await job in jobs { await job() } }
-                self.steps = steps
+                let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+                jobs = stream
+                steps = continuation
             }
             transfer = value.transfer
             stream = value.stream
         }
-
-        /// Ends the steps' task of an exchange that never started (`finish` ends the others').
-        deinit { steps?.finish() }
 
         /// Adds a waiting handle; false when this exchange has already finished.
         func add(_ handle: RequestHandle) -> Bool {
@@ -1939,6 +1938,8 @@ public final class RestManager: @unchecked Sendable {
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
             beginAttempt()
+            // Made after the first step was queued, which it then runs without a hop to wait for it (a hop per call).
+            if let jobs { Task { for await job in jobs { await job() } } }
         }
 
         /// Starts a timer on the deadline queue; false (and nothing started) when the exchange has finished.
