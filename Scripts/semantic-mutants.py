@@ -14,6 +14,11 @@ C='Sources/RestManager/RestManager.swift'; A='Sources/RestManager/RestManager+Au
 S='Sources/RestManager/RestManager+ServerSentEvents.swift'; T='Sources/RestManager/RestManager+Transfers.swift'
 P='Sources/RestManager/RestManager+RetryPolicy.swift'; M='Sources/MockServer/Connection.swift'
 cases = [
+ ("cache: an unsafe method drops only its caller's entries", R, '''withLock { entries.keys.filter { $0.hasPrefix(prefix) }.forEach { replace($0, with: []) } }''', '''withLock { replace(key(request), with: []) }''', "ResponseCacheTests"),
+ ("cache: an answer's Age left as it arrived", R, '''            response.headers.add(value: String(Int(max(0, -entry.bornAt.timeIntervalSinceNow))), forKey: "Age")
+''', '''''', "ResponseCacheTests"),
+ ("cache: a 304's headers merged by exact name", R, '''merged[name.lowercased()] = (name, value)''', '''merged[name] = (name, value)''', "ResponseCacheTests"),
+ ("cache: answers without a validator stored", R, '''let hasValidator = ["ETag", "Last-Modified"].contains { response.value(forHTTPHeaderField: $0) != nil }''', '''let hasValidator = true''', "ResponseCacheTests"),
  ("dedup: the timeout not in the key", C, '''let settings = "\\(snapshot.followsRedirects) \\(limits) \\(snapshot.timeout)"''', '''let settings = "\\(snapshot.followsRedirects) \\(limits)"''', "DeduplicationTests"),
  ("session headers left to URLSession", C, '''configuration.httpAdditionalHeaders = headers.filter { frames($0.key) }''', '''configuration.httpAdditionalHeaders = headers''', "SecretTests"),
  ("cache: a caller's conditional taken for a revalidation", R, '''if http.statusCode == 304, revalidation {''', '''if http.statusCode == 304, revalidation || request.value(forHTTPHeaderField: "If-None-Match") != nil {''', "ResponseCacheTests"),

@@ -92,16 +92,14 @@ extension RestManager {
                 guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
-            // A body that went to a file or a stream (nil) is not stored, nor an answer from where a redirect led: the
-            // URL asked for may lead elsewhere next time.
+            // Not a body sent to a file or stream (nil), nor one a redirect led to (it may lead elsewhere next time).
             if http.statusCode == 200, http.url == url, let body = results.data { store(body, http, for: request) }
             return .deliver
         }
 
         // MARK: - Entries
 
-        /// The URL, then every header that carries a credential: one user's answers never reach another, or a caller
-        /// after a logout.
+        /// The URL and every credential header: one user's answers never reach another, or a caller after a logout.
         private func key(_ request: URLRequest) -> String {
             let credentials = (request.allHTTPHeaderFields ?? [:]).filter { name, _ in
                 Self.credentialNameParts.contains { name.lowercased().contains($0) }
@@ -249,6 +247,8 @@ extension RestManager {
         private static func results(_ entry: Entry, status: String) -> Results {
             var response = Response(fromURLResponse: entry.response)
             response.headers.add(value: status, forKey: statusHeader)
+            // RFC 9111 §4: its age now, not the one it arrived with (a 304 may have updated neither).
+            response.headers.add(value: String(Int(max(0, -entry.bornAt.timeIntervalSinceNow))), forKey: "Age")
             return Results(withData: entry.body, response: response, error: nil)
         }
     }

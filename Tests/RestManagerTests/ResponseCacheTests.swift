@@ -110,6 +110,33 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\""])
     }
 
+    /// RFC 9111 §4: an answer from the cache carries its age now in `Age`, whether the server sent one, none, or a 304
+    /// without one. Before, the `Age` it arrived with went out unchanged (or none): a caller reading it took a 2-minute-old
+    /// answer for a new one.
+    func testACachedAnswerCarriesItsCurrentAge() {
+        let age = { (results: RestManager.Results) in results.response?.headers.value(forKey: "Age") ?? "none" }
+        serve(headers: [("Cache-Control", "max-age=600"), ("Age", "100")])
+        XCTAssertEqual(age(send(.get, "/doc")), "100")
+        Thread.sleep(forTimeInterval: 1.2)
+        let fresh = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(fresh), "fresh")
+        XCTAssertTrue((101...130).contains(Int(age(fresh)) ?? 0), "100 s old when stored, 1.2 s ago: \(age(fresh))")
+        server.removeAllStubs()
+        cache.removeAll()
+        serve(headers: [("Cache-Control", "max-age=600")])
+        _ = send(.get, "/doc")
+        Thread.sleep(forTimeInterval: 1.2)
+        XCTAssertTrue((1...30).contains(Int(age(send(.get, "/doc"))) ?? 0), "stored 1.2 s ago without an Age")
+        server.removeAllStubs()
+        cache.removeAll()
+        serve(headers: [("Cache-Control", "no-cache"), ("Age", "100")])
+        _ = send(.get, "/doc")
+        server.stub(path: "/doc") { _ in MockServer.Response(status: 304, headers: [("ETag", "\"v1\"")]) }
+        let revalidated = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(revalidated), "revalidated")
+        XCTAssertTrue((0...30).contains(Int(age(revalidated)) ?? -1), "just revalidated: \(age(revalidated))")
+    }
+
     /// RFC 9111 §5.2.2.4: `no-cache="Set-Cookie"` forbids reusing the named fields without a revalidation, and this
     /// cache replays answers whole: it revalidates. Before, the qualified form counted as no directive, and the answer,
     /// its `Set-Cookie` included, was served fresh.
@@ -258,6 +285,57 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(conditions(), ["-", "\"v1\"", "-", "\"v1\"", "\"v1\"", "-"])
     }
 
+    /// RFC 9111 §4.4: an unsafe method drops the URL's entries of every user and variant, not only the caller's own:
+    /// alice's POST makes bob's stored answer stale too. A query that extends the URL is another resource.
+    func testAnUnsafeMethodDropsEveryUsersEntriesForItsURLOnly() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        server.stub(path: "/doc/more") { _ in MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")]) }
+        for user in ["alice", "bob", "carol"] {
+            rest.requestHttpHeaders.add(value: "Bearer \(user)", forKey: "Authorization")
+            _ = send(.get, "/doc")
+            _ = send(.get, "/doc/more")
+        }
+        rest.requestHttpHeaders.add(value: "Bearer alice", forKey: "Authorization")
+        _ = send(.post, "/doc")
+        var statuses: [String] = []
+        for user in ["alice", "bob", "carol"] {
+            rest.requestHttpHeaders.add(value: "Bearer \(user)", forKey: "Authorization")
+            statuses.append("\(user) /doc: \(cacheStatus(send(.get, "/doc")) ?? "sent")")
+            statuses.append("\(user) /doc/more: \(cacheStatus(send(.get, "/doc/more")) ?? "sent")")
+        }
+        let expected = ["alice /doc: sent", "alice /doc/more: fresh", "bob /doc: sent", "bob /doc/more: fresh"]
+        XCTAssertEqual(statuses, expected + ["carol /doc: sent", "carol /doc/more: fresh"])
+    }
+
+    /// The cache remembers the last 1,000 revalidations it sent (a call that ends before its answer leaves its own
+    /// behind): with 999 left by calls that failed after it adapted them, a revalidation under way all that time still
+    /// has its 304 recognised and gets the stored answer.
+    func testARevalidationUnderWayIsRecognisedAfter999LeftBehind() {
+        serve()
+        server.stub(path: "/other", response: MockServer.Response(status: 200, headers: [("ETag", "\"o\"")], body: Data("o".utf8)))
+        _ = send(.get, "/doc")
+        _ = send(.get, "/other")
+        let gate = Gate()
+        let adapted = expectation(description: "the revalidation was adapted by the cache")
+        var held = RestManager.Request(url: url("/doc"))
+        held.interceptors = [InterceptorTests.WaitsToAdapt(gate: gate, entered: adapted)]
+        let answered = expectation(description: "the revalidation was answered")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(held) { results in
+            box.set(results)
+            answered.fulfill()
+        }
+        wait(for: [adapted], timeout: 15)
+        var failing = RestManager.Request(url: url("/other"))
+        failing.interceptors = [InterceptorTests.Failing(error: RestManager.CustomError.bodyEncodingFailed("left behind"))]
+        for _ in 1...999 { XCTAssertNotNil(send(failing).error) }
+        gate.open()
+        wait(for: [answered], timeout: 15)
+        XCTAssertEqual(box.value?.statusCode, 200)
+        XCTAssertEqual(box.value.flatMap(cacheStatus), "revalidated")
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/doc", "/other", "/doc"])
+    }
+
     func testUnsafeMethodsDropTheURLsEntries() {
         serve(headers: [("Cache-Control", "max-age=60")])
         for method in [RestManager.HttpMethod.post, .put, .patch, .delete] {
@@ -293,6 +371,64 @@ final class ResponseCacheTests: MockServerTestCase {
         // b came back (a, now the least recently used, went): an answer too large to store evicts nothing.
         XCTAssertEqual(cacheStatus(send(.get, "/c")), "fresh", "an answer too large to store evicts nothing")
         XCTAssertEqual(cacheStatus(send(.get, "/b")), "fresh")
+    }
+
+    /// Only answers it can use take room: one without a validator that is stale on arrival (no `max-age`, or an `Age`
+    /// that reaches it) is not stored, so it evicts nothing; a body exactly the size of the cache fits; eviction stops
+    /// as soon as the bodies fit, at the limit.
+    func testOnlyUsableAnswersTakeRoomAndEvictionStopsAtTheLimit() {
+        cache = RestManager.ResponseCache(maximumBytes: 12)
+        rest.interceptors = [cache]
+        for name in ["a", "b", "e"] {
+            server.stub(path: "/\(name)") { request in
+                request.header("If-None-Match") == "\"\(name)\""
+                    ? MockServer.Response(status: 304, headers: [("ETag", "\"\(name)\"")])
+                    : MockServer.Response(status: 200, headers: [("ETag", "\"\(name)\"")], body: Data(count: 6))
+            }
+        }
+        server.stub(path: "/c", response: MockServer.Response(status: 200, body: Data(count: 6)))
+        let stale = [("Cache-Control", "max-age=60"), ("Age", "60")]
+        server.stub(path: "/d", response: MockServer.Response(status: 200, headers: stale, body: Data(count: 6)))
+        for path in ["/a", "/b", "/c", "/d", "/e", "/b", "/e", "/a"] { _ = send(.get, path) }
+        let conditional = server.receivedRequests.map { "\($0.path) \($0.header("If-None-Match") ?? "-")" }
+        XCTAssertEqual(conditional, ["/a -", "/b -", "/c -", "/d -", "/e -", "/b \"b\"", "/e \"e\"", "/a -"])
+        server.removeAllStubs()
+        cache = RestManager.ResponseCache(maximumBytes: 6)
+        rest.interceptors = [cache]
+        serve()
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "6 bytes of body in a cache of 6")
+    }
+
+    /// An answer with both validators is stored and revalidated with both (RFC 9110 §13.1).
+    func testAnAnswerWithBothValidatorsIsRevalidatedWithBoth() {
+        let modified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        server.stub(path: "/both") { request in
+            request.header("If-None-Match") == "\"x\""
+                ? MockServer.Response(status: 304, headers: [("ETag", "\"x\"")])
+                : MockServer.Response(status: 200, headers: [("ETag", "\"x\""), ("Last-Modified", modified)], body: Data("b".utf8))
+        }
+        _ = send(.get, "/both")
+        let second = send(.get, "/both")
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(second.data, Data("b".utf8))
+        let last = server.lastRequest(path: "/both")
+        XCTAssertEqual([last?.header("If-None-Match"), last?.header("If-Modified-Since")], ["\"x\"", modified])
+    }
+
+    /// Only headers that carry a credential key the entries. Names that only resemble one (each credential name part
+    /// less its last letter, `X-autz` to `X-passz`) and a per-call trace ID do not: with them, every call would make an
+    /// entry of its own and none would be served.
+    func testHeadersThatOnlyResembleCredentialsDoNotKeyTheEntries() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        let names = ["aut", "cooki", "ke", "toke", "sessio", "secre", "pass"].map { "X-\($0)z" }
+        var statuses: [String] = []
+        for call in 1...3 {
+            var request = RestManager.Request(url: url("/doc"))
+            for name in names + ["X-Request-Id"] { request.headers.add(value: "v\(call)", forKey: name) }
+            statuses.append(cacheStatus(send(request)) ?? "sent")
+        }
+        XCTAssertEqual(statuses, ["sent", "fresh", "fresh"])
     }
 
     /// The bytes the cache counts go with the entries: after `removeAll` or an invalidating POST, two new answers that
@@ -488,6 +624,17 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(second.data, Data("body 1".utf8))
         XCTAssertEqual(second.response?.headers.value(forKey: "Content-Length"), "6")
         XCTAssertEqual(second.response?.response?.expectedContentLength, 6)
+    }
+
+    /// A 304's header replaces the stored one whatever the case of its name (field names are case-insensitive, RFC
+    /// 9110 §5.1): the answer has one `X-Version`, the new one.
+    func testA304sHeaderReplacesTheStoredOneWhateverItsCase() {
+        serve(headers: [("Cache-Control", "no-cache"), ("X-Version", "a")])
+        _ = send(.get, "/doc")
+        server.stub(path: "/doc") { _ in MockServer.Response(status: 304, headers: [("ETag", "\"v1\""), ("x-VERSION", "b")]) }
+        let second = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(second), "revalidated")
+        XCTAssertEqual(second.response?.headers.values(forKey: "X-Version"), ["b"])
     }
 
     /// A download answered by the cache gets the cached bytes in its file (fresh: no request; stale: after a 304), and a
