@@ -19,9 +19,10 @@ extension RestManager {
     /// ```
     /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or
     /// the stream's `retry`; after connections without an event, at least 0.1 s doubling to 30 s) and reconnects,
-    /// sending `Last-Event-ID` once an ID was seen, and reports a `.retrying` event to `eventHandler`. A 204 ends the sequence; a non-2xx status, a `Content-Type` other than
-    /// `text/event-stream`, a TLS failure, or an event or line longer than `ResponseBody.maximumUnreadBytes` before any
-    /// event of its connection ends it with an error. Cancelling the task ends it (returns nil).
+    /// sending `Last-Event-ID` once an ID was seen, and reports a `.retrying` event to `eventHandler`. A 204 ends the
+    /// sequence; a non-2xx status, a `Content-Type` other than `text/event-stream` (in any case), a TLS failure, or an
+    /// event or line longer than `ResponseBody.maximumUnreadBytes` before any event of its connection ends it with an
+    /// error. Cancelling the task ends it (returns nil), and so does asking again after an error.
     public func events(for request: Request) -> ServerSentEvents { ServerSentEvents(manager: self, request: request) }
 
     /// The events of a body that `stream(_:)` returned, parsed as `events(for:)` does but never sent again: for a POST
@@ -223,7 +224,8 @@ extension RestManager {
             case "event": type = String(value)
             case "data":
                 let limit = ResponseBody.maximumUnreadBytes
-                guard data.utf8.count + value.utf8.count < limit else {
+                // What the data would be: the "\n" before this line counts too.
+                guard data.utf8.count + (hasData ? 1 : 0) + value.utf8.count <= limit else {
                     let reason = "An event's data is longer than \(limit) bytes"
                     throw CustomError.transport(
                         URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: reason]))

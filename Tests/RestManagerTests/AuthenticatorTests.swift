@@ -179,6 +179,63 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(tokens, ["Bearer old", "Bearer new-1", "Bearer new-2", "Bearer new-3"])
     }
 
+    /// Only a new token from `refresh` counts as rejected by its 401: a credential the caller set, or a token that
+    /// worked once, may expire on the server, and three new tokens in a row are tried after it.
+    func testACallersCredentialAndAProvenTokenAreNotCountedAsRejected() {
+        let authenticator = install(nil)
+        authenticator.credential = Credential(accessToken: "logged-in")
+        protect { _ in false }
+        XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertEqual(refresher.count, 3, "after the caller's credential")
+        server.removeAllStubs()
+        let used = ResultBox<String>()
+        server.stub(path: "/secure") { request in
+            let token = request.header("Authorization") ?? ""
+            guard token == "Bearer new-4", used.count == 0 else { return MockServer.Response(status: 401) }
+            used.set(token)
+            return .text("ok")
+        }
+        XCTAssertEqual(send(.get, "/secure").statusCode, 200, "new-4, once")
+        XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertEqual(refresher.count, 7, "three more after the token that worked")
+        let tokens = server.receivedRequests.map { $0.header("Authorization") ?? "" }
+        let expected = ["logged-in", "new-1", "new-2", "new-3", "new-3", "new-4", "new-4", "new-5", "new-6", "new-7"]
+        XCTAssertEqual(tokens, expected.map { "Bearer " + $0 })
+    }
+
+    /// The authenticator remembers the last 8 tokens it sent: a 401 to one of them is resent with the current token; a
+    /// 401 to a token older than that is delivered as is (it may be the caller's own). The call holding `t1` waits in
+    /// an interceptor while the caller logs in again 7 times (`t1` is still remembered), then 8 times (it is not).
+    func testA401ToOneOfTheLastEightTokensSentIsResentAndToAnOlderOneDelivered() {
+        server.stub(path: "/secure") { request in
+            request.header("Authorization") == "Bearer t1" ? MockServer.Response(status: 401) : .text("ok")
+        }
+        for (logins, expected) in [(7, 200), (8, 401)] {
+            let authenticator = install(Credential(accessToken: "t1"))
+            let gate = Gate()
+            let (answered, box) = startHeld("/secure", until: gate)
+            for login in 2...(1 + logins) {
+                authenticator.credential = Credential(accessToken: "t\(login)")
+                XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+            }
+            gate.open()
+            wait(for: [answered], timeout: 15)
+            XCTAssertEqual(box.value?.statusCode, expected, "after \(logins) logins")
+        }
+        XCTAssertEqual(refresher.count, 0)
+    }
+
+    /// A token is replaced before it is sent in the last quarter of its life (at most its last 30 s), so that it does
+    /// not expire on the way: a token that lives 4 s is refreshed for a call made after 3.3 s. (A machine too slow to
+    /// call before it expires refreshes it too.)
+    func testATokenIsRefreshedInTheLastQuarterOfItsLife() {
+        _ = install(Credential(accessToken: "short", expiresAt: Date(timeIntervalSinceNow: 4)))
+        protect { _ in true }
+        Thread.sleep(forTimeInterval: 3.3)
+        XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") ?? "" }, ["Bearer new-1"])
+    }
+
     /// A 401 decided just before a refresh ended must not start a second refresh for the credential that refresh
     /// replaced (the second token would then be rejected: seen under AddressSanitizer as 4 refreshes and a failed call).
     func testARefreshForACredentialAlreadyReplacedReturnsTheNewOne() async throws {
@@ -444,13 +501,15 @@ final class AuthenticatorScopeTests: MockServerTestCase {
 
     /// A token with CR, LF or NUL would be dropped from the request (sent unauthenticated): the call fails instead.
     func testATokenThatIsNotAValidHeaderValueFailsTheCall() {
-        refresher.configure { $0.token = { _ in "abc\r\nX-Evil: 1" } }
-        _ = install(Credential(accessToken: "old", expiresAt: Date() - 1))
-        let results = send(.get, "/secure")
-        guard case .authenticationFailed(let reason)? = results.error as? RestManager.CustomError else {
-            return XCTFail("\(String(describing: results.error))")
+        for token in ["abc\r\nX-Evil: 1", "abc\nX-Evil: 1", "abc\rX-Evil: 1", "abc\u{0}"] {
+            refresher.configure { $0.token = { _ in token } }
+            _ = install(Credential(accessToken: "old", expiresAt: Date() - 1))
+            let results = send(.get, "/secure")
+            guard case .authenticationFailed(let reason)? = results.error as? RestManager.CustomError else {
+                return XCTFail("\(token.debugDescription): \(String(describing: results.error))")
+            }
+            XCTAssertEqual(reason, "the access token is not a valid header value (it contains CR, LF or NUL)")
         }
-        XCTAssertEqual(reason, "the access token is not a valid header value (it contains CR, LF or NUL)")
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 

@@ -316,16 +316,7 @@ final class ResponseCacheTests: MockServerTestCase {
         _ = send(.get, "/doc")
         _ = send(.get, "/other")
         let gate = Gate()
-        let adapted = expectation(description: "the revalidation was adapted by the cache")
-        var held = RestManager.Request(url: url("/doc"))
-        held.interceptors = [InterceptorTests.WaitsToAdapt(gate: gate, entered: adapted)]
-        let answered = expectation(description: "the revalidation was answered")
-        let box = ResultBox<RestManager.Results>()
-        rest.makeRequest(held) { results in
-            box.set(results)
-            answered.fulfill()
-        }
-        wait(for: [adapted], timeout: 15)
+        let (answered, box) = startHeld("/doc", until: gate)
         var failing = RestManager.Request(url: url("/other"))
         failing.interceptors = [InterceptorTests.Failing(error: RestManager.CustomError.bodyEncodingFailed("left behind"))]
         for _ in 1...999 { XCTAssertNotNil(send(failing).error) }

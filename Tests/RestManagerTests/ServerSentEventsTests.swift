@@ -65,6 +65,28 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(parser.lastEventID, "5")
     }
 
+    /// The limit is on the data as delivered, line ends between data lines included: exactly `maximumUnreadBytes`
+    /// bytes is an event, one more is the error (before, a single line of exactly the limit failed, and the line ends
+    /// were not counted).
+    func testAnEventOfExactlyTheLimitIsDelivered() throws {
+        let limit = RestManager.ResponseBody.maximumUnreadBytes
+        for (lines, delivered) in [([limit], true), ([limit + 1], false), ([limit - 2, 1], true), ([limit - 2, 2], false)] {
+            var parser = RestManager.EventStreamParser()
+            parser.startStream()
+            var event: Event?
+            do {
+                for count in lines {
+                    let dispatched = try parser.take("data: " + String(repeating: "x", count: count))
+                    XCTAssertNil(dispatched)
+                }
+                event = try parser.take("")
+            } catch {
+                XCTAssertFalse(delivered, "\(lines): \(error)")
+            }
+            XCTAssertEqual(event?.data.utf8.count, delivered ? limit : nil, "\(lines)")
+        }
+    }
+
     /// An event whose data never ends cannot take the process's memory: past `maximumUnreadBytes` (16 MiB) the
     /// parser throws.
     func testAnEventLargerThanTheLimitIsAnError() throws {
@@ -312,6 +334,17 @@ final class ServerSentEventsTests: MockServerTestCase {
         }
     }
 
+    /// `events(in:)` drops a byte order mark that opens the body, as `events(for:)` does at each connection: the first
+    /// field is `data`, not an unknown `\u{FEFF}data`.
+    func testEventsInABodyThatOpensWithAByteOrderMark() async throws {
+        let body = Data("\u{FEFF}data: first\n\n".utf8)
+        server.stub("POST", path: "/chat", response: .streamed([.init(body)], contentType: "text/event-stream"))
+        let (stream, _) = try await rest.stream(RestManager.Request(.post, url: url("/chat")))
+        var events: [Event] = []
+        for try await event in rest.events(in: stream) { events.append(event) }
+        XCTAssertEqual(events, [Event(data: "first")])
+    }
+
     /// A network error in the middle of a POST stream ends `events(in:)` with that error after the events before it;
     /// nothing is sent again (`events(for:)` would reconnect).
     func testEventsInABodyCutShortEndWithTheNetworkError() async throws {
@@ -352,6 +385,22 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 1)
     }
 
+    /// A sequence that threw is over: asking its iterator again gives nil and sends nothing (before, the iterator
+    /// connected again and threw again, for as long as it was asked).
+    func testAnIteratorAskedAgainAfterItsErrorGivesNilAndSendsNothing() async throws {
+        server.stub("GET", path: "/down", response: .text("maintenance", status: 503))
+        var iterator = rest.events(for: request("/down")).makeAsyncIterator()
+        do {
+            _ = try await iterator.next()
+            XCTFail("a 503 must end the sequence with an error")
+        } catch RestManager.CustomError.unacceptableStatusCode(let status, _) {
+            XCTAssertEqual(status, 503)
+        }
+        let again = try await iterator.next()
+        XCTAssertNil(again)
+        XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
     func testAnotherContentTypeEndsTheSequenceWithAnError() async throws {
         server.stub("GET", path: "/html", response: .text("data: looks like an event\n\n"))
         do {
@@ -365,6 +414,19 @@ final class ServerSentEventsTests: MockServerTestCase {
             XCTAssertTrue(error.localizedDescription.contains("'text/plain; charset=utf-8'"), error.localizedDescription)
         }
         XCTAssertEqual(server.receivedRequests.count, 1)
+    }
+
+    /// A media type's name ignores case and may carry parameters and spaces (RFC 9110 §8.3.1): `Text/Event-Stream ;
+    /// charset=UTF-8` is an event stream.
+    func testTheEventStreamMediaTypeIgnoresCaseAndParameters() async throws {
+        let headers = [("Content-Type", "Text/Event-Stream ; charset=UTF-8")]
+        server.stub("GET", path: "/mixed", response: MockServer.Response(status: 200, headers: headers, body: Data("data: a\n\n".utf8)))
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/mixed")) {
+            events.append(event)
+            break
+        }
+        XCTAssertEqual(events, [Event(data: "a")])
     }
 
     func testANetworkErrorIsFollowedByAReconnection() async throws {

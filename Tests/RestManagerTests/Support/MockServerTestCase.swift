@@ -114,6 +114,23 @@ class MockServerTestCase: XCTestCase {
         return results
     }
 
+    /// Starts `path` held in `adapt` by an interceptor of its own (after the manager's) until `gate` opens, and returns
+    /// once the manager's interceptors have adapted it: open the gate, then wait for `answered` before reading `results`.
+    func startHeld(_ path: String, until gate: Gate) -> (answered: XCTestExpectation, results: ResultBox<RestManager.Results>) {
+        let adapted = expectation(description: "\(path) adapted by the manager's interceptors")
+        adapted.assertForOverFulfill = false  // a resend adapts again
+        var held = RestManager.Request(url: url(path))
+        held.interceptors = [InterceptorTests.WaitsToAdapt(gate: gate, entered: adapted)]
+        let answered = expectation(description: "\(path) answered")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(held) { results in
+            box.set(results)
+            answered.fulfill()
+        }
+        wait(for: [adapted], timeout: 15)
+        return (answered, box)
+    }
+
     /// Waits (off the cooperative pool) until the server has received `count` requests.
     func serverReceived(_ count: Int, file: StaticString = #filePath, line: UInt = #line) async {
         let server = self.server!
