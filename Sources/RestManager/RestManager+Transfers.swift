@@ -369,11 +369,11 @@ extension RestManager {
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
             if status == 206 || (status == 416 && sentValidator != nil) {
-                // The same kind of validator as sent must be unchanged (a server may ignore If-Range).
-                let echoed = response.value(
-                    forHTTPHeaderField: sentValidator?.hasPrefix("\"") == true ? "ETag" : "Last-Modified")
+                // The validator sent must come back unchanged, as the ETag or the date, when the answer has either (a
+                // server may ignore If-Range); an ETag need not be quoted to count as one.
+                let echoed = ["ETag", "Last-Modified"].compactMap { response.value(forHTTPHeaderField: $0) }
                 guard status == 206, let range, range.start == offset,
-                    sentValidator == nil || echoed == nil || echoed == sentValidator
+                    sentValidator == nil || echoed.isEmpty || echoed.contains(where: { $0 == sentValidator })
                 else {
                     if restarted { throw CustomError.invalidResponse }
                     restarted = true

@@ -132,8 +132,18 @@ final class DownloadTests: MockServerTestCase {
         let figures = reports.all
         XCTAssertEqual(figures.last, RestManager.TransferProgress(completedBytes: 52_428_800, totalBytes: 52_428_800))
         XCTAssertEqual(figures.last?.fractionCompleted, 1)
+        XCTAssertEqual(figures.map(\.fractionCompleted), figures.map { Double($0.completedBytes) / 52_428_800 })
         XCTAssertEqual(figures.map(\.completedBytes), figures.map(\.completedBytes).sorted())
         XCTAssertEqual(Set(figures.map(\.totalBytes)), [52_428_800])
+    }
+
+    /// `fractionCompleted`: the share done, at most 1 (a server may send more than it announced), 1 for an empty
+    /// transfer, nil when the size is not known.
+    func testTheFractionCompletedOfEachKindOfFigure() {
+        let figures = [(25, 100), (100, 100), (150, 100), (0, 0), (7, nil)].map {
+            RestManager.TransferProgress(completedBytes: Int64($0.0), totalBytes: $0.1.map { Int64($0) })
+        }
+        XCTAssertEqual(figures.map(\.fractionCompleted), [0.25, 1, 1, 1, nil])
     }
 
     /// Only figures that moved are reported: half a second without a byte (five progress ticks) reports nothing.

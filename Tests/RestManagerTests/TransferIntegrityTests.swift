@@ -114,6 +114,41 @@ final class TransferIntegrityTests: MockServerTestCase {
         XCTAssertFalse(exists(validatorTarget))
     }
 
+    /// A server whose ETag is not quoted (`ETag: v1`, against RFC 9110 §8.8.3 but common) still has a partial file
+    /// resumed: the 206 must carry the validator that was sent, whichever header it came from. Before, an unquoted
+    /// ETag was taken for a date, compared with the 206's `Last-Modified`, and every resume started over.
+    func testAPartialFileIsResumedWithAnUnquotedETag() throws {
+        let body = pattern(0..<1000)
+        let lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        server.stub(path: "/unquoted") { request in
+            let headers = [("ETag", "v1"), ("Last-Modified", lastModified)]
+            guard request.header("If-Range") == "v1", request.header("Range") == "bytes=500-" else {
+                return MockServer.Response(status: 200, headers: headers, body: body)
+            }
+            return MockServer.Response(
+                status: 206, headers: headers + [("Content-Range", "bytes 500-999/1000")], body: body.subdata(in: 500..<1000))
+        }
+        let target = destination("unquoted.bin")
+        try body.prefix(500).write(to: partial(target))
+        try Data("v1".utf8).write(to: URL(fileURLWithPath: target.path + ".part.validator"))
+        XCTAssertEqual(try XCTUnwrap(download("/unquoted", to: target)).get(), target)
+        XCTAssertEqual(try Data(contentsOf: target), body)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Range") ?? "none" }, ["bytes=500-"])
+    }
+
+    /// A destination that is itself a symbolic link is replaced by the downloaded file, as a rename replaces a link:
+    /// the file it pointed to is neither written through nor removed.
+    func testADestinationThatIsALinkIsReplacedAndWhatItPointsToKept() throws {
+        let victim = scratch.appendingPathComponent("elsewhere")
+        try Data("precious".utf8).write(to: victim)
+        let target = destination("linked.bin")
+        try FileManager.default.createSymbolicLink(at: target, withDestinationURL: victim)
+        XCTAssertEqual(try XCTUnwrap(download("/_test/files/1000", to: target)).get(), target)
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<1000))
+        XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: target.path), "a regular file now")
+        XCTAssertEqual(try Data(contentsOf: victim), Data("precious".utf8))
+    }
+
     /// A file that grows while it is sent: exactly its announced length goes on the wire (FoundationNetworking's own
     /// file reader reads to the end, past `Content-Length`, and a keep-alive server ran what followed as a request),
     /// and the call fails saying so. The same through a symbolic link to the file (its size is the file's).
