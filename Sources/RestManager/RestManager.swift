@@ -1121,11 +1121,9 @@ public final class RestManager: @unchecked Sendable {
             // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
             // the library enforces the deadline, Foundation's only comes later (10^8 s is "never").
             request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
-            var headers = snapshot.headers
+            var headers = snapshot.headers.ignoringKeyCase()
             // The request's own headers win over the manager's of the same name.
-            for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
-                headers.removeValue(forKey: name)
-            }
+            for (name, _) in value.headers.orderedPairs { headers.removeValue(forKey: name) }
             for (name, headerValue) in value.headers.orderedPairs { headers.append(value: headerValue, forKey: name) }
             for (name, value) in headers.orderedPairs { try validateHeader(name: name, value: value) }
             if value.bodyFile != nil {
@@ -1347,7 +1345,7 @@ public final class RestManager: @unchecked Sendable {
         static func body(_ body: Data, contentType: String?) -> Data {
             let media = RestManager.mediaType(contentType)
             if media == "application/x-www-form-urlencoded", let text = String(data: body, encoding: .utf8) {
-                return Data(redactingPairs(Substring(text), decodingPlus: true).utf8)
+                return Data(redactingPairs(Substring(text)).utf8)
             }
             guard media == "application/json",
                 let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
@@ -1375,12 +1373,12 @@ public final class RestManager: @unchecked Sendable {
             return copy
         }
 
-        /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`.
-        private static func redactingPairs(_ pairs: Substring, decodingPlus: Bool) -> String {
+        /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`. A form's "+" (a space) is left
+        /// as it is: no secret name has a space in it.
+        private static func redactingPairs(_ pairs: Substring) -> String {
             pairs.split(separator: "&", omittingEmptySubsequences: false).map { pair in
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
-                var name = String(pair[..<equals])
-                if decodingPlus { name = name.replacingOccurrences(of: "+", with: " ") }
+                let name = String(pair[..<equals])
                 return isSecretName(name.removingPercentEncoding ?? name)
                     ? pair[..<equals] + "=<redacted>" : String(pair)
             }.joined(separator: "&")
@@ -1407,7 +1405,7 @@ public final class RestManager: @unchecked Sendable {
             guard let question = rest.firstIndex(of: "?") else { return output + rest }
             output += rest[...question]
             let queryEnd = rest[question...].firstIndex(of: "#") ?? rest.endIndex
-            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd], decodingPlus: false)
+            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd])
                 + rest[queryEnd...]
         }
     }

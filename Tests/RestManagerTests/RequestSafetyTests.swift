@@ -75,6 +75,17 @@ final class RequestSafetyTests: MockServerTestCase {
         XCTAssertEqual(send(.get, "/_test/status/204", base: "http://127.0.0.1:\(server.port)").statusCode, 204)
     }
 
+    /// The port ends where the path, the query or the fragment begins: a colon in a query or fragment after a URL with
+    /// no path is no port ("?t=1:0" was read as port 0 and refused).
+    func testAColonInAQueryOrFragmentAfterNoPathIsNoPort() {
+        for suffix in ["?t=1:0", "#t:0"] {
+            let results = send(.get, suffix, base: "http://127.0.0.1:\(server.port)")
+            XCTAssertNil(results.error, suffix)
+            XCTAssertEqual(results.statusCode, 404, suffix)
+        }
+        XCTAssertEqual(server.receivedRequests.map(\.target), ["/?t=1:0", "/"])
+    }
+
     /// Infinite, NaN and negative delays are clamped: the first retry used to trap (a random delay from an infinite range).
     func testRetryPoliciesWithAbsurdDelaysNeverTrap() {
         let failed = RestManager.Results(withError: RestManager.CustomError.transport(URLError(.networkConnectionLost)))

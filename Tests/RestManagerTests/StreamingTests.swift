@@ -69,7 +69,8 @@ final class StreamingTests: MockServerTestCase {
     }
 
     func testLinesAreSplitAtLFCRLFAndCRWithEmptyLinesKeptAndTheLastLineDelivered() async throws {
-        let text = "one\ntwo\r\nthree\rfour\r\r\n\nfünf"
+        // It starts with an empty line: no line end came before the first LF, so it ends a line of its own.
+        let text = "\none\ntwo\r\nthree\rfour\r\r\n\nfünf"
         let bytes = Array(text.utf8)
         // The same stream split at every byte offset, each piece written after a pause so that it arrives alone.
         for split in 1..<bytes.count {
@@ -79,7 +80,7 @@ final class StreamingTests: MockServerTestCase {
             let (body, _) = try await rest.stream(request("/lines"))
             var lines: [String] = []
             for try await line in body.lines { lines.append(line) }
-            XCTAssertEqual(lines, ["one", "two", "three", "four", "", "", "fünf"], "split at \(split)")
+            XCTAssertEqual(lines, ["", "one", "two", "three", "four", "", "", "fünf"], "split at \(split)")
         }
     }
 
@@ -112,16 +113,21 @@ final class StreamingTests: MockServerTestCase {
     }
 
     /// A peer that never ends a line cannot take the process's memory: past `maximumUnreadBytes` (16 MiB) in one line,
-    /// `lines` ends with an error and no line.
+    /// `lines` ends with an error and no line. A line of exactly the limit is delivered.
     func testALineLongerThanTheLimitEndsTheStreamWithAnError() async throws {
         let mebibyte = Data(repeating: UInt8(ascii: "x"), count: 1 << 20)
-        let pieces = (0..<17).map { _ in MockServer.Response.Piece(mebibyte) } + [.init("\n"), .init(after: 60, "never")]
-        server.stub("GET", path: "/endless", response: .streamed(pieces))
+        let sixteen = (0..<16).map { _ in MockServer.Response.Piece(mebibyte) }
+        server.stub("GET", path: "/exact", response: .streamed(sixteen + [.init("\nend")]))
+        let (exact, _) = try await rest.stream(request("/exact"))
+        var lengths: [Int] = []
+        for try await line in exact.lines { lengths.append(line.utf8.count) }
+        XCTAssertEqual(lengths, [16 << 20, 3])
+        server.stub("GET", path: "/endless", response: .streamed(sixteen + [.init("x\n"), .init(after: 60, "never")]))
         let (body, _) = try await rest.stream(request("/endless"))
         var lines = 0
         do {
             for try await _ in body.lines { lines += 1 }
-            XCTFail("a 17 MiB line was read whole")
+            XCTFail("a line of 16 MiB and a byte was read whole")
         } catch {
             XCTAssertEqual(error.localizedDescription, "Network error -1103: A line of the stream is longer than 16777216 bytes")
         }
