@@ -341,6 +341,9 @@ cases = [
  ("multipart: a part's file never closed", T, '''                defer { fclose(input) }
 ''', '''''', "UploadTests"),
  ("retry policy: a method it does not know taken for a GET", P, '''guard let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) else { return .deliver }''', '''let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) ?? .get''', "RetryPolicyTests"),
+ ("url: the port read up to the first slash only", C, '''let authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]''', '''let authority = rest[..<(rest.firstIndex(of: "/") ?? rest.endIndex)]''', "RequestSafetyTests"),
+ ("lines: a leading LF taken for the end of a CRLF", C, '''private var afterCR = false''', '''private var afterCR = true''', "StreamingTests"),
+ ("lines: a line of exactly the limit refused", C, '''if partial.count > limit {''', '''if partial.count >= limit {''', "StreamingTests"),
 ]
 options = argparse.ArgumentParser()
 options.add_argument("--sample", type=int)

@@ -262,6 +262,41 @@ final class StreamingTests: MockServerTestCase {
         XCTAssertEqual(chunks, ["a"])
     }
 
+    /// A short idle timeout is checked often enough to fire near its time: 50 ms without a byte ends the stream well
+    /// before a second has passed (checks once a second made it fire at 1 s at the earliest).
+    func testAShortIdleTimeoutFiresNearItsTime() async throws {
+        rest.idleTimeoutInterval = 0.05
+        server.stub("GET", path: "/stalls", response: .streamed([.init("a"), .init(after: 60, "b")]))
+        let started = Date()
+        let (body, _) = try await rest.stream(request("/stalls"))
+        do {
+            for try await _ in body {}
+            XCTFail("an idle stream must end with an error")
+        } catch RestManager.CustomError.timedOut(_, let seconds) {
+            XCTAssertEqual(seconds, 0.05)
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1.0)
+    }
+
+    /// Exactly `maximumUnreadBytes` waiting is within the bound: a reader that takes nothing until the whole 16 MiB body
+    /// has arrived (the call has finished) then gets every byte and a clean end.
+    func testExactlyTheUnreadLimitWaitingIsKeptWhole() async throws {
+        let finished = expectation(description: "the call finished")
+        let outcome = ResultBox<String>()
+        rest.eventHandler = { event in
+            guard case let .finished(_, results, _) = event else { return }
+            outcome.set(results.error.map { "\($0)" } ?? "success")
+            finished.fulfill()
+        }
+        let size = RestManager.ResponseBody.maximumUnreadBytes
+        let (body, _) = try await rest.stream(request("/_test/files/\(size)"))
+        await fulfillment(of: [finished], timeout: 60)
+        XCTAssertEqual(outcome.value, "success")
+        var count = 0
+        for try await chunk in body { count += chunk.count }
+        XCTAssertEqual(count, size)
+    }
+
     func testAHealthyStreamOutlivesTheManagersWholeCallTimeout() async throws {
         rest.timeoutInterval = 0.3
         let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }

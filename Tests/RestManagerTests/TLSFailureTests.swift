@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import XCTest
-import RestManager
+@testable import RestManager
 
 /// A certificate nobody trusts is a distinct, readable error, delivered at once: never retried.
 final class TLSFailureTests: MockServerTestCase {
@@ -68,5 +68,19 @@ final class TLSFailureTests: MockServerTestCase {
         XCTAssertNotNil(send(.get, "/x", base: "https://127.0.0.1:\(port)").error)
         let accepted = python.log.split(separator: "\n").filter { $0 == "accepted" }
         XCTAssertEqual(accepted.count, 2, "the first call made one attempt, not three")
+    }
+
+    /// libcurl's TLS texts are read whatever their case ("Certificate" in some backends' words), and only TLS failures
+    /// of code -1 are given Apple's codes.
+    func testTLSFailureTextsAreClassifiedWhateverTheirCase() {
+        let cases: [(String, URLError.Code)] = [
+            ("SSL: Certificate verify failed", .serverCertificateUntrusted),
+            ("SSL connect error", .secureConnectionFailed), ("TLS alert", .secureConnectionFailed),
+            ("Couldn't connect to server", .unknown)
+        ]
+        for (text, code) in cases {
+            let error = URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: text])
+            XCTAssertEqual(RestManager.Exchange.classified(error).code, code, text)
+        }
     }
 }
