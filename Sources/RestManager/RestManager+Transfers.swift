@@ -301,7 +301,7 @@ extension RestManager {
         private var reached: Int64 = 0
         /// `<destination>.part.lock`, locked (`flock`) while this download runs.
         private var lock: Int32 = -1
-        /// Whether the partial file was started over once already (a second mismatch is `.invalidResponse`).
+        /// Whether the partial file was started over once already (a second mismatch fails the call).
         private var restarted = false
 
         init(destination: URL, reporter: ProgressReporter?) {
@@ -375,7 +375,7 @@ extension RestManager {
                 guard status == 206, let range, range.start == offset,
                     sentValidator == nil || echoed.isEmpty || echoed.contains(where: { $0 == sentValidator })
                 else {
-                    if restarted { throw CustomError.invalidResponse }
+                    if restarted { throw Self.violation("twice in a row an answer did not continue the file as asked") }
                     restarted = true
                     for file in [partial, validatorFile] { try? FileManager.default.removeItem(at: file) }
                     return .restart

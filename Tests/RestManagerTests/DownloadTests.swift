@@ -110,7 +110,10 @@ final class DownloadTests: MockServerTestCase {
         stubChangingFile("/restless") { UInt8($0 % 250) }
         rest.timeoutInterval = 10  // starting over again and again would end here
         let target = destination()
-        guard case .failure(.invalidResponse)? = download("/restless", to: target, timeout: 60) else { return XCTFail("not .invalidResponse") }
+        guard case .failure(let error)? = download("/restless", to: target, timeout: 60) else { return XCTFail("no failure") }
+        XCTAssertEqual(
+            error.localizedDescription,
+            "Network error -1017: The server's answer is unusable: twice in a row an answer did not continue the file as asked")
         XCTAssertEqual(
             rangesAndValidators(to: "/restless"),
             [[nil, nil], ["bytes=8388608-", "\"v1\""], [nil, nil], ["bytes=8388608-", "\"v3\""]])
@@ -155,6 +158,19 @@ final class DownloadTests: MockServerTestCase {
         let figures = reports.all
         XCTAssertEqual(figures.last, RestManager.TransferProgress(completedBytes: 2000, totalBytes: 2000))
         XCTAssertEqual(figures.count, Set(figures.map { "\($0.completedBytes) \(String(describing: $0.totalBytes))" }).count, "\(figures)")
+    }
+
+    /// A chunked answer whose last tick already had every byte (its size unknown then): the final report still comes,
+    /// with the size, because a figure whose total changed is new too. The two seconds before the answer ends leave
+    /// time for that tick on any machine.
+    func testTheFinalReportComesAfterATickThatHadEveryByte() throws {
+        let pieces = [MockServer.Response.Piece(Data(count: 1000)), .init(after: 2, Data())]
+        server.stub("GET", path: "/slow-end", response: .streamed(pieces))
+        let reports = ResultBox<RestManager.TransferProgress>()
+        XCTAssertNoThrow(try XCTUnwrap(download("/slow-end", to: destination()) { reports.set($0) }).get())
+        XCTAssertEqual(
+            Array(reports.all.suffix(2)),
+            [.init(completedBytes: 1000, totalBytes: nil), .init(completedBytes: 1000, totalBytes: 1000)])
     }
 
     /// Interrupted at several points (seeded), each time resumed from the bytes on disk.
@@ -310,6 +326,8 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertNil(read("bytes 5-4/10"))
         XCTAssertNil(read("bytes */100"))
         XCTAssertNil(read("items 0-1/2"))
+        XCTAssertNil(read("bytes 0-9223372036854775807/*"), "the byte after the range must fit in an Int64")
+        XCTAssertEqual(read("bytes 0-9223372036854775806/*"), [0, 9_223_372_036_854_775_806, -1])
     }
 
     /// A download that starts over (the file changed) never reports less than it already did.

@@ -68,6 +68,21 @@ final class TransferIntegrityTests: MockServerTestCase {
         XCTAssertEqual(try Data(contentsOf: partial(target)), Data(repeating: 7, count: 100))
     }
 
+    /// A Content-Range that ends at Int64.max is no range (the byte after it does not fit): refused, never a crash.
+    func testAContentRangeEndingAtInt64MaxFailsWithoutACrash() {
+        server.stub(path: "/endless-range") { _ in
+            MockServer.Response(
+                status: 206, headers: [("Content-Range", "bytes 0-9223372036854775807/*"), ("ETag", "\"v1\"")],
+                body: Data(repeating: 7, count: 10))
+        }
+        let target = destination()
+        let reason = failureReason(download("/endless-range", to: target))
+        XCTAssertEqual(reason, "Network error -1017: The server's answer is unusable: twice in a row an answer did not continue the file as asked")
+        XCTAssertEqual(server.receivedRequests.count, 2)
+        XCTAssertFalse(exists(target))
+        XCTAssertFalse(exists(partial(target)))
+    }
+
     /// Empty 206 answers make no progress: the call fails after three of them instead of asking forever.
     func testEmpty206AnswersEndAfterThreeTries() {
         server.stub(path: "/empty") { _ in
@@ -238,10 +253,7 @@ final class TransferIntegrityTests: MockServerTestCase {
     func testSpecialFilesAndOverlongNamesAreRefusedUpFront() throws {
         let fifo = destination("fifo")
         XCTAssertEqual(mkfifo(fifo.path, 0o644), 0)
-        // A device node of its own (never /dev/null itself: a regression would rename a file over it, as root).
-        let device = destination("null-device")
-        let specials = mknod(device.path, S_IFCHR | 0o644, dev_t(1 << 8 | 3)) == 0 ? [fifo, device] : [fifo]
-        for special in specials {
+        for special in [fifo, characterDevice()] {
             XCTAssertEqual(
                 failureReason(download("/_test/files/10", to: special)),
                 "The file '\(special.path)' cannot be used: it is not a regular file (a device, FIFO or socket).")
@@ -257,6 +269,20 @@ final class TransferIntegrityTests: MockServerTestCase {
         let fits = destination(String(repeating: "n", count: 240))
         XCTAssertEqual(try XCTUnwrap(download("/_test/files/10", to: fits)).get(), fits)
         XCTAssertEqual(try Data(contentsOf: fits), pattern(0..<10))
+    }
+
+    /// A `.part` that is a device (planted, or swapped in under the name) is never truncated or written: refused as
+    /// not a regular file, and left as it was.
+    func testAPartialFileThatIsADeviceIsRefused() throws {
+        let target = destination()
+        try XCTSkipUnless(makeDeviceNode(at: partial(target)), "only root can make a device node")
+        XCTAssertEqual(
+            failureReason(download("/_test/files/10", to: target)),
+            "The file '\(partial(target).path)' cannot be used: it is not a regular file.")
+        var status = stat()
+        XCTAssertEqual(lstat(partial(target).path, &status), 0)
+        XCTAssertEqual(status.st_mode & S_IFMT, S_IFCHR)
+        XCTAssertFalse(exists(target))
     }
 }
 

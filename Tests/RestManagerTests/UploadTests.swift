@@ -46,10 +46,12 @@ final class UploadTests: MockServerTestCase {
             Receipt(method: "POST", bytes: 0, fnv1a64: "cbf29ce484222325", contentType: "application/octet-stream"))
         let size = DownloadTests.largeSize
         let large = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
-        let results = try XCTUnwrap(upload(try file("large.bin", large), to: "/_test/upload", method: .put))
+        let source = try file("large.bin", large)
+        let results = try XCTUnwrap(upload(source, to: "/_test/upload", method: .put))
         XCTAssertEqual(
             try results.decode(Receipt.self),
             Receipt(method: "PUT", bytes: size, fnv1a64: fnv1a64(large), contentType: "application/octet-stream"))
+        XCTAssertEqual(try Data(contentsOf: source), large, "the caller's file stays as it was")
     }
 
     func testTheContentLengthIsTheFileSizeAndTheManagersContentTypeWins() throws {
@@ -79,11 +81,11 @@ final class UploadTests: MockServerTestCase {
         }
     }
 
-    /// A FIFO went out as `Content-Length: 0` and succeeded; `/dev/zero` never ends: only regular files are uploaded.
+    /// A FIFO went out as `Content-Length: 0` and succeeded; a device never ends: only regular files are uploaded.
     func testAFIFOOrADeviceIsNotUploaded() throws {
         let fifo = scratch.appendingPathComponent("pipe")
         XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
-        for special in [fifo, URL(fileURLWithPath: "/dev/zero")] {
+        for special in [fifo, characterDevice()] {
             let results = try XCTUnwrap(upload(special, to: "/_test/upload"))
             guard case .fileAccessFailed(special, "it is not a regular file (a device, FIFO or socket)")? = results.error as? RestManager.CustomError
             else { return XCTFail("\(special.path): \(String(describing: results.error))") }
@@ -310,7 +312,7 @@ final class UploadTests: MockServerTestCase {
         let before = Self.temporaryMultipartFiles()
         let fifo = scratch.appendingPathComponent("slow.fifo")
         XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
-        for file in [fifo, URL(fileURLWithPath: "/dev/zero")] {
+        for file in [fifo, characterDevice()] {
             rest.clearParameters()
             rest.addFile(at: file, fieldName: "doc", mimeType: "text/plain")
             let outcomes = ResultBox<String>()

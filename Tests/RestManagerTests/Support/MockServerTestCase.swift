@@ -212,6 +212,24 @@ class MockServerTestCase: XCTestCase {
     /// A scratch folder for this test, removed in tearDown.
     private(set) var scratch: URL!
 
+    /// A character device to offer as a file: run as root, a node of this test's own in `scratch`, because a bug that
+    /// removes or renames over what it was given (a mutant did) must not take the machine's device with it; otherwise
+    /// `/dev/zero`, which only root can remove.
+    func characterDevice() -> URL {
+        let node = scratch.appendingPathComponent("device")
+        return makeDeviceNode(at: node) ? node : URL(fileURLWithPath: "/dev/zero")
+    }
+
+    /// Makes a character device node at `url` like `/dev/null` (1,3: writes vanish, reads end at once); false when
+    /// the process may not (only root may).
+    func makeDeviceNode(at url: URL) -> Bool {
+        #if os(Linux)
+        getuid() == 0 && mknod(url.path, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0
+        #else
+        false
+        #endif
+    }
+
     /// Runs restdemo with `--base-url` pointing at the mock unless `useServer` is false. Output goes to
     /// files (not pipes) and the test waits for the process to end, so nothing can block on a full pipe.
     /// (posix_spawn, not Foundation's Process: on Linux a Process object is never freed, which
