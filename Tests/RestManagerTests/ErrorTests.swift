@@ -29,6 +29,16 @@ final class ErrorTests: MockServerTestCase {
         XCTAssertEqual(RestManager.CustomError.failedToCreateRequest.localizedDescription, "Unable to create the URLRequest object.")
     }
 
+    /// `isCancellation` is true for `.cancelled` only: a caller that skips its error message for a cancel must still see
+    /// a timeout or a network error.
+    func testOnlyACancelIsACancellation() throws {
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1/"))
+        XCTAssertTrue(RestManager.CustomError.cancelled.isCancellation)
+        XCTAssertFalse(RestManager.CustomError.timedOut(url, after: 1).isCancellation)
+        XCTAssertFalse(RestManager.CustomError.transport(URLError(.cancelled)).isCancellation)
+        XCTAssertFalse(RestManager.CustomError.invalidResponse.isCancellation)
+    }
+
     /// A header name that is not a token is named in the error with its control characters escaped; a space, which is
     /// printable, stays a space. Nothing is sent.
     func testAnInvalidHeaderNameIsShownWithItsControlCharactersEscaped() {

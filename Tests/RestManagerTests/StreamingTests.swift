@@ -204,6 +204,29 @@ final class StreamingTests: MockServerTestCase {
         XCTAssertTrue(eventually { server.openConnectionCount == 0 })
     }
 
+    /// Cancelling the task while `stream` waits for the head (a server that would answer after a minute): `stream`
+    /// throws `.cancelled` at once and the connection closes, instead of waiting for the head.
+    func testCancellingWhileWaitingForTheHeadEndsTheCallAtOnce() async throws {
+        server.stub("GET", path: "/late-head", response: .raw([.init(after: 60, "HTTP/1.1 200 OK\r\n\r\n")]))
+        let outcome = ResultBox<String>()
+        let ended = expectation(description: "stream returned or threw")
+        let caller = Task { [rest = rest!, target = request("/late-head")] in
+            do {
+                _ = try await rest.stream(target)
+                outcome.set("a stream")
+            } catch {
+                outcome.set("\(error)")
+            }
+            ended.fulfill()
+        }
+        XCTAssertTrue(eventually { server.openConnectionCount == 1 })
+        caller.cancel()
+        // Bounded: a call that waits for the head (the bug) fails the test in 20 s instead of the minute.
+        await fulfillment(of: [ended], timeout: 20)
+        XCTAssertEqual(outcome.all, ["The request was cancelled."])
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 }, "the server still sees the connection")
+    }
+
     /// One consumer: a second task reading the body while another waits gets a clear error at once (it used to wait
     /// for ever, its continuation overwritten); leaving its loop cancels the call, so the other ends with `.cancelled`.
     func testASecondReaderAtTheSameTimeGetsAnErrorAndNeitherHangs() async throws {
