@@ -13,6 +13,9 @@ explains why the change cannot be observed.
   Scripts/mutate.py --sample 6 --seed-from-commit --from-report Scripts/MUTATION-REPORT.md --check
                                                 # CI: six of the mutants the report has triaged (killed or
                                                 # equivalent), chosen by the commit; fails on an unexplained survivor
+  Scripts/mutate.py --file F --keys K1,K2 --filter 'DownloadTests|UploadTests'
+                                                # a quick screen of chosen mutants with a few test classes (keys:
+                                                # Scripts/untriaged-mutants.py F lists the ones not yet triaged)
   ... --report FILE                             # write the markdown report
 """
 import argparse, hashlib, os, random, re, shutil, subprocess, sys, time, datetime
@@ -88,6 +91,8 @@ def catalogue(text):
             mutants.append((number, "drop statement", line, indent + "// " + stripped))
     return mutants
 
+DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/urandom"]
+
 def run(command, cwd, timeout):
     """Runs `command` in a process group of its own; on timeout the whole group is killed, and every process
     running from this checkout's .build (swift test's xctest child), so a hanging mutant leaves nothing behind."""
@@ -131,6 +136,9 @@ def main():
     parser.add_argument("--report")
     parser.add_argument("--file", help="the library file to mutate (default Sources/RestManager/RestManager.swift); "
                         "an add-on such as Sources/RestManager/RestManager+Transfers.swift")
+    parser.add_argument("--filter", help="run only these test classes (swift test --filter), once, with --timeout: "
+                        "a quick screen; a survivor must then be run with every class of its feature")
+    parser.add_argument("--timeout", type=int, default=100, help="seconds for the --filter run")
     parser.add_argument("--work", default="/tmp/restmanager-mutation")
     parser.add_argument("--in-place", action="store_true",
                         help="mutate the file in this tree and reuse its .build (CI: incremental builds); restored at the end")
@@ -202,17 +210,26 @@ def run_mutants(arguments, text, mutants, chosen, seed, work, target):
             # A mutant that hangs the tests is caught too: the timeouts are a few times a normal run. Three workers:
             # the tests mostly wait on sockets, and a run takes 40 s instead of 90 (a mutant needs one failure).
             parallel = ["--parallel", "--num-workers", "3"]
-            code, output = run(["swift", "test", "--skip-build", "--skip", SLOW] + parallel, work, 180)
-            if code == 0:
-                code, output = run(["swift", "test", "--skip-build"] + parallel, work, 420)
+            if arguments.filter:
+                code, output = run(["swift", "test", "--skip-build", "--filter", arguments.filter], work, arguments.timeout)
+            else:
+                code, output = run(["swift", "test", "--skip-build", "--skip", SLOW] + parallel, work, 180)
+                if code == 0:
+                    code, output = run(["swift", "test", "--skip-build"] + parallel, work, 420)
             if code != 0:
                 killed += 1
                 verdict = "killed"
             else:
                 survived.append(mutant)
                 verdict = "SURVIVED" + (f" (equivalent: {known[key_of(mutant)]})" if key_of(mutant) in known else "")
-        print(f"[{index}/{len(chosen)}] {LIBRARY}:{number} {name}: {verdict}", flush=True)
+        print(f"[{index}/{len(chosen)}] {LIBRARY}:{number} {name}: {verdict}  [{key_of(mutant)}]", flush=True)
         results.append((mutant, verdict))
+        # Run as root, a mutant once made an upload remove the file it was given, and a test had given it /dev/zero:
+        # every later verdict would have been void.
+        missing = [device for device in DEVICES if not os.path.exists(device)]
+        if missing:
+            print(f"stopped: {', '.join(missing)} went with the mutant above; later verdicts would be void")
+            return 2
     open(target, "w").write(text)
     counted = len(chosen) - stillborn
     equivalent = [m for m in survived if key_of(m) in known]

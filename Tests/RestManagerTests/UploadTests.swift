@@ -81,7 +81,7 @@ final class UploadTests: MockServerTestCase {
         }
     }
 
-    /// A FIFO went out as `Content-Length: 0` and succeeded; a device never ends: only regular files are uploaded.
+    /// A FIFO went out as `Content-Length: 0` and succeeded; `/dev/zero` never ended: only regular files are uploaded.
     func testAFIFOOrADeviceIsNotUploaded() throws {
         let fifo = scratch.appendingPathComponent("pipe")
         XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
