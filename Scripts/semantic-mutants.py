@@ -246,7 +246,8 @@ cases = [
  ("unread bytes without bound", C, '''guard unread.count + data.count <= limit || cancelled else {''', '''guard true else {''', "StreamingTests"),
  ("an error body kept whole (a stream's, a download's)", C, '''case .errorBody, .restart: body.append(data.prefix(max(0, 65_536 - body.count)))''', '''case .errorBody, .restart: body.append(data)''', "StreamingTests|DownloadTests"),
  ("streams de-duplicated", C, '''sharing: shared && value.stream == nil && value.interceptors.isEmpty ? inFlight : nil)''', '''sharing: shared && value.interceptors.isEmpty ? inFlight : nil)''', "StreamingTests"),
- ("no idle timeout", C, '''if idle >= settings.idleTimeout {''', '''if idle >= settings.idleTimeout * 1000 {''', "StreamingTests"),
+ ("no idle timeout", C, '''guard idle >= settings.idleTimeout else''', '''guard idle >= settings.idleTimeout * 1000 else''', "StreamingTests"),
+ ("an idle timeout reported as the whole call's", C, '''limit: .idle)''', '''limit: .wholeCall)''', "TransferTimeoutTests"),
  ("a non-2xx head opens the stream", C, '''target = (200..<300).contains(http?.statusCode ?? 0) ? .stream : .errorBody''', '''target = .stream''', "StreamingTests"),
  # Server-Sent Events
  ("every leading space stripped", S, '''if value.first == " " { value = value.dropFirst() }''', '''while value.first == " " { value = value.dropFirst() }''', "ServerSentEventsTests"),

@@ -593,8 +593,15 @@ public final class RestManager: @unchecked Sendable {
         case invalidTimeout(TimeInterval)
         /// The body could not be encoded.
         case bodyEncodingFailed(String)
-        /// No complete answer within `timeoutInterval`, or no byte for `idleTimeoutInterval` (the text names both).
-        case timedOut(URL, after: TimeInterval)
+        /// No answer within `timeoutInterval` (`.wholeCall`) or no byte moved for `idleTimeoutInterval` (`.idle`).
+        case timedOut(URL, after: TimeInterval, limit: TimeoutLimit = .wholeCall)
+        /// Which limit ended a call with `.timedOut`.
+        public enum TimeoutLimit: Sendable, Equatable {
+            /// `timeoutInterval`: the whole call took longer, redirects and retries included.
+            case wholeCall
+            /// `idleTimeoutInterval`: a stream or transfer sent and received no byte for that long.
+            case idle
+        }
         /// More redirects than `maximumRedirects` (a redirect loop ends this way too).
         case tooManyRedirects(URL, limit: Int)
         /// The request was cancelled by the caller.
@@ -628,9 +635,12 @@ public final class RestManager: @unchecked Sendable {
             case let .invalidHeader(name, reason): "Invalid request header '\(Encoding.printable(name))': \(reason)."
             case let .invalidTimeout(seconds): "Invalid timeout \(seconds): it must be a positive number of seconds."
             case let .bodyEncodingFailed(reason): "The request body could not be encoded: \(reason)."
-            case let .timedOut(url, seconds):
-                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s (timeoutInterval "
-                    + "bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)."
+            case let .timedOut(url, seconds, .wholeCall):
+                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s: it did not "
+                    + "complete within timeoutInterval (the manager's, request's or call's: raise it to wait longer)."
+            case let .timedOut(url, seconds, .idle):
+                "The request to \(Redaction.url(url.absoluteString)) timed out after \(seconds) s: no byte was sent or "
+                    + "received for that long (raise the manager's idleTimeoutInterval to wait longer)."
             case let .tooManyRedirects(url, limit):
                 "Too many redirects (more than \(limit)) starting from \(Redaction.url(url.absoluteString))."
             case .cancelled: "The request was cancelled."
@@ -2089,7 +2099,8 @@ public final class RestManager: @unchecked Sendable {
                 }
                 return RestManager.seconds(since: lastActivity)
             }
-            if idle >= settings.idleTimeout { fail(CustomError.timedOut(firstURL, after: settings.idleTimeout)) }
+            guard idle >= settings.idleTimeout else { return }
+            fail(CustomError.timedOut(firstURL, after: settings.idleTimeout, limit: .idle))
         }
         /// A handle was cancelled: when nobody waits any more, the network call is cancelled too.
         func remove(_ handle: RequestHandle) {

@@ -178,6 +178,9 @@ struct Client {
         if case .authenticationFailed? = results.error as? RestManager.CustomError {
             throw Exit(code: Exit.httpError, message: results.error?.localizedDescription)
         }
+        if let error = results.error as? RestManager.CustomError, case .timedOut = error {
+            throw Exit(code: Exit.unavailable, message: "\(url.absoluteString): \(Exit.sentence(for: error))")
+        }
         if let error = results.error {
             throw Exit(
                 code: Exit.unavailable,

@@ -18,6 +18,15 @@ struct Exit: Error {
     static let noInput: Int32 = 66
     static let unavailable: Int32 = 69
     static let cannotWrite: Int32 = 74
+
+    /// What the library said, in the command's terms: a timeout says to raise `--timeout`, not a property.
+    static func sentence(for error: Error) -> String {
+        guard case let .timedOut(_, seconds, limit)? = error as? RestManager.CustomError else {
+            return error.localizedDescription
+        }
+        let idle = limit == .idle ? ": no byte was sent or received for that long" : ""
+        return "timed out after \(seconds) s\(idle) (raise --timeout to wait longer)"
+    }
 }
 
 @main

@@ -87,7 +87,7 @@ extension Client {
         // The server answered, with something the command cannot read (not an event stream, broken ranges).
         case .transport(let urlError) where urlError.code == .cannotParseResponse:
             return Exit(code: Exit.badData, message: "\(what): \(error.localizedDescription)")
-        default: return Exit(code: Exit.unavailable, message: "\(what): \(error.localizedDescription)")
+        default: return Exit(code: Exit.unavailable, message: "\(what): \(Exit.sentence(for: error))")
         }
     }
 }

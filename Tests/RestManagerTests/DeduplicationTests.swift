@@ -79,7 +79,7 @@ final class DeduplicationTests: MockServerTestCase {
         XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
         let outcomes = Dictionary(uniqueKeysWithValues: box.all.map { ($0.0, $0.1) })
         XCTAssertEqual(outcomes[10]?.statusCode, 200, "the 10 s caller is not cut at 0.5 s")
-        guard case .timedOut(_, let after)? = outcomes[0.5]?.error as? RestManager.CustomError else {
+        guard case .timedOut(_, let after, .wholeCall)? = outcomes[0.5]?.error as? RestManager.CustomError else {
             return XCTFail("the 0.5 s caller times out: \(String(describing: outcomes[0.5]?.error))")
         }
         XCTAssertEqual(after, 0.5)

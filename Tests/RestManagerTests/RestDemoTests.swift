@@ -359,7 +359,8 @@ final class RestDemoTests: MockServerTestCase {
         let started = Date()
         let run = try restdemo(["--base-url", server.baseURL.absoluteString + "/_test/hang", "--timeout", "0.5", "users"], useServer: false)
         XCTAssertEqual(run.status, 69, "crashed: \(run.crashed), stderr: \(run.stderr)")
-        XCTAssertTrue(run.stderr.contains("timed out after 0.5 s"), run.stderr)
+        let called = server.baseURL.absoluteString + "/_test/hang/api/users"
+        XCTAssertEqual(run.stderr, "restdemo: \(called): timed out after 0.5 s (raise --timeout to wait longer)\n")
         XCTAssertLessThan(Date().timeIntervalSince(started), 10)
     }
 

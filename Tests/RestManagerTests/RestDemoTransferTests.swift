@@ -31,6 +31,16 @@ final class RestDemoTransferTests: MockServerTestCase {
         XCTAssertEqual(server.lastRequest(path: "/_test/files/500000")?.header("Range"), "bytes=123456-")
     }
 
+    /// --timeout is a transfer's idle time: a server that goes quiet ends it with a line that says so.
+    func testAStalledDownloadEndsAfterTheTimeoutWithOneLine() throws {
+        let stalled = url("/_test/stall?bytes=1000&seconds=30").absoluteString
+        let run = try restdemo(["--timeout", "1", "download", stalled, "-o", scratch.appendingPathComponent("s").path, "--quiet"])
+        XCTAssertEqual(run.status, 69)
+        XCTAssertEqual(
+            run.stderr,
+            "restdemo: \(stalled): timed out after 1.0 s: no byte was sent or received for that long (raise --timeout to wait longer)\n")
+    }
+
     func testDownloadErrorsExitWithOneLine() throws {
         let target = scratch.appendingPathComponent("x.bin")
         let missing = try restdemo(["download", url("/_test/status/404").absoluteString, "-o", target.path])

@@ -133,7 +133,7 @@ final class ReviewFindingsTests: MockServerTestCase {
     }
 
     func testPasswordsAndSecretQueryValuesAreRedactedWhereverARequestIsPrinted() throws {
-        let hint = "(timeoutInterval bounds a whole call; idleTimeoutInterval, a stream or transfer without a byte)"
+        let hint = ": it did not complete within timeoutInterval (the manager's, request's or call's: raise it to wait longer)"
         rest.urlQueryParameters.add(value: "k1", forKey: "api_key")
         rest.urlQueryParameters.add(value: "t1", forKey: "access_token")
         rest.urlQueryParameters.add(value: "p1", forKey: "password")
@@ -154,20 +154,20 @@ final class ReviewFindingsTests: MockServerTestCase {
         let odd = try rest.curlCommand(forURL: URL(string: "http://u:p:q@h:1/p?token=a=b#token=c")!, withHttpMethod: .get)
         XCTAssertTrue(odd.hasPrefix("curl 'http://u:<redacted>@h:1/p?token=<redacted>&api_key=<redacted>&access_token"), odd)
         let timeout = RestManager.CustomError.timedOut(URL(string: "http://bob:pw@h/a?token=x&b=1")!, after: 1)
-        XCTAssertEqual(timeout.localizedDescription, "The request to http://bob:<redacted>@h/a?token=<redacted>&b=1 timed out after 1.0 s \(hint).")
+        XCTAssertEqual(timeout.localizedDescription, "The request to http://bob:<redacted>@h/a?token=<redacted>&b=1 timed out after 1.0 s\(hint).")
         // Only the secret values change: empty pairs and the fragment stay as they were sent.
         let sparse = RestManager.CustomError.timedOut(URL(string: "http://h/a?&b=1&&token=x&#f")!, after: 2)
-        XCTAssertEqual(sparse.localizedDescription, "The request to http://h/a?&b=1&&token=<redacted>&#f timed out after 2.0 s \(hint).")
+        XCTAssertEqual(sparse.localizedDescription, "The request to http://h/a?&b=1&&token=<redacted>&#f timed out after 2.0 s\(hint).")
         // `key` and `auth` are secrets only as whole names.
         let named = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "http://h/a?key=k1&auth=a1&keyboard=q&author=r")), after: 1)
         XCTAssertEqual(
-            named.localizedDescription, "The request to http://h/a?key=<redacted>&auth=<redacted>&keyboard=q&author=r timed out after 1.0 s \(hint).")
+            named.localizedDescription, "The request to http://h/a?key=<redacted>&auth=<redacted>&keyboard=q&author=r timed out after 1.0 s\(hint).")
         // Without a path the authority ends at "?" or "#": the query after it is still redacted.
         for (text, printed) in [
             ("http://h?token=x", "http://h?token=<redacted>"), ("http://u:p@h?token=x#f", "http://u:<redacted>@h?token=<redacted>#f")
         ] {
             let error = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: text)), after: 1)
-            XCTAssertEqual(error.localizedDescription, "The request to \(printed) timed out after 1.0 s \(hint).")
+            XCTAssertEqual(error.localizedDescription, "The request to \(printed) timed out after 1.0 s\(hint).")
         }
     }
 

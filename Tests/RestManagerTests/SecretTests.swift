@@ -150,11 +150,11 @@ final class SecretTests: MockServerTestCase {
         XCTAssertTrue(line.hasPrefix("curl 'https://<redacted>@github.example/repos'"), line)
         let withPassword = try rest.curlCommand(forURL: XCTUnwrap(URL(string: "https://me:pw@h/")), withHttpMethod: .get)
         XCTAssertTrue(withPassword.hasPrefix("curl 'https://me:<redacted>@h/'"), withPassword)
-        let timedOut = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "https://ghp_abc123@h/x")), after: 1)
+        let timedOut = RestManager.CustomError.timedOut(try XCTUnwrap(URL(string: "https://ghp_abc123@h/x")), after: 1, limit: .idle)
         XCTAssertEqual(
             timedOut.localizedDescription,
-            "The request to https://<redacted>@h/x timed out after 1.0 s (timeoutInterval bounds a whole call; "
-                + "idleTimeoutInterval, a stream or transfer without a byte).")
+            "The request to https://<redacted>@h/x timed out after 1.0 s: no byte was sent or received for that long "
+                + "(raise the manager's idleTimeoutInterval to wait longer).")
     }
 
     func testSecretJSONAndFormFieldsAreRedactedInCurl() throws {

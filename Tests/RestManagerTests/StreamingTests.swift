@@ -296,7 +296,7 @@ final class StreamingTests: MockServerTestCase {
         do {
             for try await chunk in body { chunks.append(String(decoding: chunk, as: UTF8.self)) }
             XCTFail("an idle stream must end with an error")
-        } catch RestManager.CustomError.timedOut(_, let seconds) {
+        } catch RestManager.CustomError.timedOut(_, let seconds, .idle) {
             return (chunks, seconds)
         }
         return (chunks, nil)
@@ -340,7 +340,7 @@ final class StreamingTests: MockServerTestCase {
         do {
             for try await _ in body {}
             XCTFail("the request's deadline must end the stream")
-        } catch RestManager.CustomError.timedOut(_, let seconds) {
+        } catch RestManager.CustomError.timedOut(_, let seconds, .wholeCall) {
             XCTAssertEqual(seconds, 0.5)
         }
     }

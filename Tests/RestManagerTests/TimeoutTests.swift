@@ -8,10 +8,14 @@ final class TimeoutTests: MockServerTestCase {
         let started = Date()
         let results = send(.get, "/_test/delay?seconds=3")
         let elapsed = Date().timeIntervalSince(started)
-        guard case .timedOut(_, let after) = results.error as? RestManager.CustomError else {
+        guard case .timedOut(_, let after, .wholeCall) = results.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: results.error))")
         }
         XCTAssertEqual(after, 0.5)
+        XCTAssertEqual(
+            results.error?.localizedDescription,
+            "The request to \(url("/_test/delay?seconds=3")) timed out after 0.5 s: it did not complete within "
+                + "timeoutInterval (the manager's, request's or call's: raise it to wait longer).")
         XCTAssertGreaterThanOrEqual(elapsed, 0.45)
         XCTAssertLessThan(elapsed, 2.5, "the answer comes at 3 s")
     }
@@ -71,7 +75,7 @@ final class TimeoutTests: MockServerTestCase {
         let done = timeouts.map { expectation(description: "timeout \($0)") }
         for (timeout, finished) in zip(timeouts, done) {
             rest.makeRequest(toURL: url("/_test/hang"), withHttpMethod: .get, timeoutInterval: timeout) { results in
-                if case .timedOut(_, let after) = results.error as? RestManager.CustomError, after == timeout {
+                if case .timedOut(_, let after, .wholeCall) = results.error as? RestManager.CustomError, after == timeout {
                     elapsed.set((timeout, Date().timeIntervalSince(started)))
                 }
                 finished.fulfill()

@@ -23,7 +23,7 @@ final class TransferTimeoutTests: MockServerTestCase {
 
     func testTimeoutIntervalOnTheCallBoundsTheWholeDownload() throws {
         _ = stubSlowFile()
-        guard case .failure(.timedOut(_, let after))? = download("/slow", to: scratch.appendingPathComponent("a"), timeoutInterval: 0.5)
+        guard case .failure(.timedOut(_, let after, .wholeCall))? = download("/slow", to: scratch.appendingPathComponent("a"), timeoutInterval: 0.5)
         else { return XCTFail("no timeout") }
         XCTAssertEqual(after, 0.5)
     }
@@ -34,10 +34,15 @@ final class TransferTimeoutTests: MockServerTestCase {
         rest.idleTimeoutInterval = 2
         let target = scratch.appendingPathComponent("stalled.bin")
         let started = Date()
-        guard case .failure(.timedOut(_, let after))? = download("/_test/stall?bytes=100000&seconds=30", to: target) else {
-            return XCTFail("no timeout")
+        let outcome = download("/_test/stall?bytes=100000&seconds=30", to: target)
+        guard case .failure(let error)? = outcome, case .timedOut(_, let after, .idle) = error else {
+            return XCTFail("no idle timeout: \(String(describing: outcome))")
         }
         XCTAssertEqual(after, 2)
+        XCTAssertEqual(
+            error.localizedDescription,
+            "The request to \(url("/_test/stall?bytes=100000&seconds=30")) timed out after 2.0 s: no byte was sent or "
+                + "received for that long (raise the manager's idleTimeoutInterval to wait longer).")
         XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 2)
         XCTAssertLessThan(Date().timeIntervalSince(started), 20)
         let partial = try Data(contentsOf: URL(fileURLWithPath: target.path + ".part"))
@@ -60,7 +65,7 @@ final class TransferTimeoutTests: MockServerTestCase {
             done.fulfill()
         }
         wait(for: [done], timeout: 20)
-        guard case .timedOut(_, let after)? = box.value?.error as? RestManager.CustomError else {
+        guard case .timedOut(_, let after, .idle)? = box.value?.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: box.value?.error))")
         }
         XCTAssertEqual(after, 1)
@@ -77,7 +82,7 @@ final class TransferTimeoutTests: MockServerTestCase {
         XCTAssertNil(results.error)
         XCTAssertEqual(results.data.map { String(decoding: $0, as: UTF8.self) }, "done")
         let bounded = await rest.upload(fileAt: file, toURL: url("/slow-answer"), withHttpMethod: .put, timeoutInterval: 0.2)
-        guard case .timedOut(_, let after)? = bounded.error as? RestManager.CustomError else {
+        guard case .timedOut(_, let after, .wholeCall)? = bounded.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: bounded.error))")
         }
         XCTAssertEqual(after, 0.2)

@@ -266,7 +266,7 @@ final class UploadTests: MockServerTestCase {
         rest.timeoutInterval = 0.3
         let started = Date()
         let results = send(.post, "/_test/echo")
-        guard case .timedOut(_, 0.3)? = results.error as? RestManager.CustomError else {
+        guard case .timedOut(_, 0.3, .wholeCall)? = results.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: results.error))")
         }
         XCTAssertLessThan(Date().timeIntervalSince(started), 8, "16 GiB were copied before the deadline applied")

@@ -147,7 +147,7 @@ final class ValueRequestTests: MockServerTestCase {
         slow.timeoutInterval = 0.3
         let started = Date()
         let results = await rest.makeRequest(slow)
-        guard case .timedOut(_, let after)? = results.error as? RestManager.CustomError else {
+        guard case .timedOut(_, let after, .wholeCall)? = results.error as? RestManager.CustomError else {
             return XCTFail("\(String(describing: results.error))")
         }
         XCTAssertEqual(after, 0.3)
