@@ -248,6 +248,9 @@ cases = [
  ("streams de-duplicated", C, '''sharing: shared && value.stream == nil && value.interceptors.isEmpty ? inFlight : nil)''', '''sharing: shared && value.interceptors.isEmpty ? inFlight : nil)''', "StreamingTests"),
  ("no idle timeout", C, '''guard idle >= settings.idleTimeout else''', '''guard idle >= settings.idleTimeout * 1000 else''', "StreamingTests"),
  ("an idle timeout reported as the whole call's", C, '''limit: .idle)''', '''limit: .wholeCall)''', "TransferTimeoutTests"),
+ ("the idle check blind to bytes going out", C, '''if sent != bytesSent || task == nil {''', '''if task == nil {''', "TransferTimeoutTests"),
+ ("decode of a failed call without its error", C, '''        ) throws -> Value {
+            if let error { throw error }''', '''        ) throws -> Value {''', "AsyncAndCodableTests"),
  ("a non-2xx head opens the stream", C, '''target = (200..<300).contains(http?.statusCode ?? 0) ? .stream : .errorBody''', '''target = .stream''', "StreamingTests"),
  # Server-Sent Events
  ("every leading space stripped", S, '''if value.first == " " { value = value.dropFirst() }''', '''while value.first == " " { value = value.dropFirst() }''', "ServerSentEventsTests"),

@@ -1701,14 +1701,9 @@ public final class RestManager: @unchecked Sendable {
         /// Whether a 2xx head was handed over.
         var isOpen: Bool { lock.withLock { (try? headOutcome?.get()) != nil } }
 
-        /// Records the call to cancel; cancels it at once if the reader already left.
-        func attach(_ handle: RequestHandle) {
-            let cancelNow = lock.withLock { () -> Bool in
-                self.handle = handle
-                return cancelled
-            }
-            if cancelNow { handle.cancel() }
-        }
+        /// Records the call to cancel: before `stream(_:)` waits for the head, so before any `cancel()` (its
+        /// cancellation handler comes after this, and no body exists before the head).
+        func attach(_ handle: RequestHandle) { lock.withLock { self.handle = handle } }
 
         /// Ends the call (once nobody reads, or the reader's task was cancelled).
         func cancel() {

@@ -110,6 +110,17 @@ final class AsyncAndCodableTests: MockServerTestCase {
         XCTAssertNil(none)
     }
 
+    /// A call that failed decodes to its error, never to nil: an Optional type too (its empty body is not a 204's).
+    func testDecodingAFailedCallThrowsItsError() async throws {
+        rest.timeoutInterval = 0.2
+        let results = await rest.makeRequest(toURL: url("/_test/delay?seconds=3"), withHttpMethod: .get)
+        for decode in [{ _ = try results.decode(UserPage.self) }, { _ = try results.decode(UserPage?.self) }] {
+            XCTAssertThrowsError(try decode()) { error in
+                guard case .timedOut(_, 0.2, .wholeCall) = error as? RestManager.CustomError else { return XCTFail("\(error)") }
+            }
+        }
+    }
+
     func testMalformedBodyKeepsTheDecoderError() async throws {
         let results = await rest.makeRequest(toURL: url("/api/users/2"), withHttpMethod: .get)
         XCTAssertThrowsError(try results.decode([Int].self)) { error in

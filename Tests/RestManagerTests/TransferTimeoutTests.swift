@@ -71,6 +71,48 @@ final class TransferTimeoutTests: MockServerTestCase {
         XCTAssertEqual(after, 1)
     }
 
+    /// Bytes going out count as activity: an upload that a server reads slowly, with nothing coming back until the
+    /// end, outlasts the idle timeout while it sends. The server reads 64 KiB every 20 ms up to 20 MiB of the 24, then
+    /// the rest at once: the bytes waiting in the sockets' buffers (several MiB on loopback) leave the sender unseen,
+    /// so a slow reader's last buffers' worth must drain within the idle timeout.
+    func testAnUploadTheServerReadsSlowlyIsNotIdleWhileItSends() throws {
+        let python = try startSocketServer(
+            serving: """
+                import time
+                def serve(connection):
+                    pending = read_until(connection, b"", lambda b: b"\\r\\n\\r\\n" in b)
+                    head, _, body = pending.partition(b"\\r\\n\\r\\n")
+                    lines = [line for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:")]
+                    length = int(lines[0].split(b":")[1])
+                    received = len(body)
+                    while received < length:
+                        chunk = connection.recv(65536)
+                        if not chunk:
+                            return
+                        received += len(chunk)
+                        if received < 20 << 20:
+                            time.sleep(0.02)
+                    answer = str(received).encode()
+                    connection.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(answer), answer))
+                    connection.close()
+
+                """, named: "slow_reader")
+        defer { python.stop() }
+        rest.idleTimeoutInterval = 2
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 24 << 20).write(to: file)
+        let done = expectation(description: "upload")
+        let box = ResultBox<RestManager.Results>()
+        let target = try XCTUnwrap(URL(string: "http://127.0.0.1:\(try XCTUnwrap(python.port))/slow"))
+        rest.upload(fileAt: file, toURL: target) { results in
+            box.set(results)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 120)
+        XCTAssertNil(box.value?.error)
+        XCTAssertEqual(box.value?.data.map { String(decoding: $0, as: UTF8.self) }, "25165824")
+    }
+
     func testAnUploadOutlastsTheManagersTimeoutAndTimeoutIntervalOnTheCallBoundsIt() async throws {
         rest.timeoutInterval = 0.2
         var slow = MockServer.Response.text("done")
