@@ -211,7 +211,8 @@ def run_mutants(arguments, text, mutants, chosen, seed, work, target):
             # the tests mostly wait on sockets, and a run takes 40 s instead of 90 (a mutant needs one failure).
             parallel = ["--parallel", "--num-workers", "3"]
             if arguments.filter:
-                code, output = run(["swift", "test", "--skip-build", "--filter", arguments.filter], work, arguments.timeout)
+                code, output = run(["swift", "test", "--skip-build", "--filter", arguments.filter] + parallel, work,
+                                   arguments.timeout)
             else:
                 code, output = run(["swift", "test", "--skip-build", "--skip", SLOW] + parallel, work, 180)
                 if code == 0:

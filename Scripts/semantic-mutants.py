@@ -251,6 +251,9 @@ cases = [
  ("the idle check blind to bytes going out", C, '''if sent != bytesSent || task == nil {''', '''if task == nil {''', "TransferTimeoutTests"),
  ("decode of a failed call without its error", C, '''        ) throws -> Value {
             if let error { throw error }''', '''        ) throws -> Value {''', "AsyncAndCodableTests"),
+ ("a cancelled handle's exchange starts anyway", C, '''guard !finished, handle.attach(to: self) else { return false }''', '''guard !finished else { return false }
+                _ = handle.attach(to: self)''', "CancellationTests"),
+ ("an open stream cancelled on the delegate queue", C, '''DispatchQueue.global().async { task.cancel() }''', '''cancelLater(task)''', "StreamingTests"),
  ("a non-2xx head opens the stream", C, '''target = (200..<300).contains(http?.statusCode ?? 0) ? .stream : .errorBody''', '''target = .stream''', "StreamingTests"),
  # Server-Sent Events
  ("every leading space stripped", S, '''if value.first == " " { value = value.dropFirst() }''', '''while value.first == " " { value = value.dropFirst() }''', "ServerSentEventsTests"),

@@ -32,7 +32,11 @@ extension Client {
         let rest = rest
         if !options.verbose {
             rest.eventHandler = { event in
-                if case .retrying = event { Output.diagnostic("restdemo: \(event)") }
+                guard case .retrying = event else { return }
+                // A quiet stream's reason names the library's property; here the setting is --timeout.
+                let line = "\(event)".replacingOccurrences(
+                    of: "raise the manager's idleTimeoutInterval to wait longer", with: "raise --timeout to wait longer")
+                Output.diagnostic("restdemo: \(line)")
             }
         }
         try await untilInterrupted(url) {

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-import RestManager
+@testable import RestManager
 
 final class CancellationTests: MockServerTestCase {
     private func cancelled(_ results: RestManager.Results?) -> Bool {
@@ -22,6 +22,37 @@ final class CancellationTests: MockServerTestCase {
         XCTAssertTrue(handle.isCancelled)
         // Nothing more arrives later (the fixture waits for a second request to be sure the first is done).
         send(.get, "/_test/echo")
+        XCTAssertEqual(box.count, 1)
+    }
+
+    /// A call cancelled while its body is assembled (multipart parts from disk, off the caller's thread) never goes
+    /// out: its handle has completed, so the exchange made for it after the assembly does not start.
+    func testACallCancelledWhileItsBodyIsAssembledNeverGoesOut() {
+        let handleIsSet = DispatchSemaphore(value: 0)
+        let slot = RestManager.Locked<RestManager.RequestHandle?>(nil)
+        var request = RestManager.Request(.post, url: url("/_test/echo"))
+        request.body = Data("assembled".utf8)
+        request.assembleBody = { value, _ in
+            handleIsSet.wait()
+            slot.withLock { $0 }?.cancel()
+            return value
+        }
+        let started = ResultBox<RestManager.Event>()
+        rest.eventHandler = { event in
+            if case .started = event { started.set(event) }
+        }
+        let done = expectation(description: "completed")
+        let box = ResultBox<RestManager.Results>()
+        let handle = rest.makeRequest(request) {
+            box.set($0); done.fulfill()
+        }
+        slot.withLock { $0 = handle }
+        handleIsSet.signal()
+        wait(for: [done], timeout: 10)
+        XCTAssertTrue(cancelled(box.value))
+        // What would go out, would go out at once: a second is plenty to see it.
+        XCTAssertFalse(server.waitForRequests(1, timeout: 1))
+        XCTAssertEqual(started.count, 0)
         XCTAssertEqual(box.count, 1)
     }
 

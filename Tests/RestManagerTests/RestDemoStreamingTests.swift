@@ -78,6 +78,23 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertTrue(printed.hasPrefix("message\t-\tone\nmessage\t-\tone\n"), printed)
     }
 
+    /// A stream that goes quiet for --timeout is reconnected to, and the line says to raise --timeout (the library's
+    /// own text names its idleTimeoutInterval, which a user of the command cannot set).
+    func testAQuietStreamsReconnectionSaysToRaiseTheTimeoutOption() throws {
+        server.stub("GET", path: "/quiet", response: .events([.init(data: "one", retry: 50), .init(data: "two", after: 120)]))
+        let (child, folder, _, err) = try startEvents("/quiet", options: ["--timeout", "0.5"])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let deadline = Date(timeIntervalSinceNow: 60)
+        while !ChildProcess.readFile(err).contains("\n"), Date() < deadline { usleep(10_000) }
+        child.interrupt()
+        XCTAssertEqual(child.waitForExit().status, 130)
+        let url = "\(server.baseURL.absoluteString)/quiet"
+        let expected =
+            "restdemo: retrying GET \(url) after attempt 1 in 0.05 s: The request to \(url) timed out after 0.5 s: "
+            + "no byte was sent or received for that long (raise --timeout to wait longer)."
+        XCTAssertEqual(ChildProcess.readFile(err).split(separator: "\n").first.map(String.init), expected)
+    }
+
     func testCtrlCEndsAStreamWithStatus130AndClosesTheConnection() throws {
         server.stub("GET", path: "/live", response: .events([.init(data: "first"), .init(data: "never", after: 120)]))
         let (child, folder, out, err) = try startEvents("/live")
@@ -98,7 +115,9 @@ final class RestDemoStreamingTests: MockServerTestCase {
 
     /// Starts `restdemo events PATH` against the server, its stdout and stderr in files of a new folder, which the
     /// caller removes.
-    private func startEvents(_ path: String) throws -> (child: ChildProcess, folder: URL, out: String, err: String) {
+    private func startEvents(
+        _ path: String, options: [String] = []
+    ) throws -> (child: ChildProcess, folder: URL, out: String, err: String) {
         let binary = try XCTUnwrap(Self.restdemoBinary)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restdemo-events-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -107,7 +126,7 @@ final class RestDemoStreamingTests: MockServerTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
         let child = try ChildProcess(
-            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString, "events", path],
+            path: binary.path, arguments: ["--base-url", server.baseURL.absoluteString] + options + ["events", path],
             environment: environment, stdoutPath: out, stderrPath: err)
         return (child, folder, out, err)
     }
