@@ -405,7 +405,7 @@ final class StreamingTests: MockServerTestCase {
     /// delegate queue, which goes on taking libcurl's chunks (cancelled on it, `cancel()` held the queue while libcurl
     /// read on and queued chunks behind it: 22 MiB to the whole GiB). The connection closes and the heap stays
     /// bounded, eight times in a row, each with a new manager (a cancel on the delegate queue passed the bound about one
-    /// time in three).
+    /// time in four).
     func testLeavingTheLoopOfAFastBodyKeepsTheHeapBounded() async throws {
         var peaks: [Int] = []
         for _ in 1...8 {
