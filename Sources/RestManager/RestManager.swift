@@ -1540,14 +1540,19 @@ public final class RestManager: @unchecked Sendable {
             if handle.isCancelled { throw CustomError.cancelled }
             if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
         }
+        // Handed over under a lock: ThreadSanitizer does not always see a continuation resumed from Dispatch order
+        // the assembler's writes before the task's reads (it reported a race in a body file's `release()`).
+        let assembled = Locked<Result<Request, Error>>(.failure(CustomError.cancelled))
         Task { [snapshot] in
-            let assembled = await withCheckedContinuation { continuation in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 DispatchQueue.global(qos: .userInitiated).async {
-                    continuation.resume(returning: Result { try assemble(value, check) })
+                    let result = Result { try assemble(value, check) }
+                    assembled.withLock { $0 = result }
+                    continuation.resume()
                 }
             }
             do {
-                self.start(try assembled.get(), snapshot: snapshot, handle: handle, started: started)
+                self.start(try assembled.withLock { $0 }.get(), snapshot: snapshot, handle: handle, started: started)
             } catch { handle.deliver(Results(withError: CustomError.wrap(error))) }
         }
         return handle
