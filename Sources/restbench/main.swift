@@ -199,12 +199,20 @@ func getData(_ rest: RestManager, _ target: URL) -> Sender {
 func clients(get target: URL) -> [(name: String, sender: Sender)] {
     let request = URLRequest(url: target)
     let rest = manager()
+    // An app's usual setup: a bearer token added to every call by the authentication add-on (an interceptor).
+    let authenticated = manager { rest in
+        rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "bench-token")) { _ in
+            throw RestManager.CustomError.authenticationFailed(reason: "restbench never refreshes")
+        }
+    }
     return [
         ("raw URLSession", raw(rawSession, request)), ("raw URLSession .default", raw(defaultSession, request)),
         ("raw URLSession + delegate", raw(delegateSession, request)),
         ("raw URLSession + callback hop", rawWithCallbackHop(rawSession, request)),
         ("raw URLSession + await", rawAwaited(rawSession, request)),
         ("RestManager", completion(rest, .get, target)), ("RestManager async", asyncAwait(rest, .get, target)),
+        ("RestManager + authenticator", completion(authenticated, .get, target)),
+        ("RestManager + authenticator async", asyncAwait(authenticated, .get, target)),
         ("tutorial design", tutorial(request))
     ]
 }
