@@ -3,6 +3,7 @@
 # URL and body redaction, URL checks, redirect targets, baseURL joining, line splitting and SSE parsing, Content-Range.
 # Each input's first byte picks the function (Tests/Fuzz/fuzz.swift). Not part of CI: run it after changing them.
 #   bash Tests/Fuzz/run.sh [SECONDS]   (default 300; a crash is saved in .build/fuzz/ and ends the run with exit 1)
+#   bash Tests/Fuzz/run.sh FILE        (runs that one saved input again)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 seconds="${1:-300}"
@@ -13,6 +14,10 @@ mkdir -p "$artifacts" "$work/corpus"
 # Compiled as a user copies the files in: one module, so the internal functions are reachable.
 swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 \
   "$root"/Sources/RestManager/*.swift "$root/Tests/Fuzz/fuzz.swift" -o "$work/fuzzer"
+if [[ -f "$seconds" ]]; then
+  SWIFT_BACKTRACE=enable=no "$work/fuzzer" "$seconds"
+  exit
+fi
 # One seed per target, each starting with its selector byte.
 seeds=(
   '\x00https://user:secret@h/p?token=abc&x=1#f'
