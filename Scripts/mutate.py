@@ -173,8 +173,8 @@ def main():
                 print("the report triages none of this file's mutants: run a sample again and update the report")
                 return 1
         if arguments.check:
-            # A listed equivalent passes the check whether it survives or not, and a survivor runs the whole suite
-            # (about 5 minutes): drawing one checks nothing and made CI's step take 510 s instead of about 250.
+            # A listed equivalent passes the check whether it survives or not, and a survivor runs the suite twice
+            # (a killed mutant stops after one run): drawing one checks nothing and costs minutes of CI.
             known = equivalents()
             population = [mutant for mutant in population if key_of(mutant) not in known]
             print(f"{len(population)} of them are not listed as equivalent; the sample is drawn from those", flush=True)

@@ -182,6 +182,33 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertTrue(retries.value?.contains("in 0.02 s") == true, retries.value ?? "")
     }
 
+    /// The bytes sse-starlette 3.7.0 (on uvicorn) wrote, captured with curl on 2026-11-28: CRLF line ends, `retry` on
+    /// every event, two-line data, keep-alive comments with a timestamp; then, in the same body here, what an endpoint
+    /// of it with `sep="\n"` wrote (LF only, UTF-8, an empty `data:`, a comment). Each event comes in a piece of its
+    /// own, as the server flushed it; the reconnection carries the last ID.
+    func testAStreamAsSseStarletteWritesItParsesAsItDid() async throws {
+        let token = { @Sendable (id: Int) in "id: \(id)\r\nevent: delta\r\ndata: token \(id)\r\ndata: second line\r\nretry: 200\r\n\r\n" }
+        let ping = ": ping - 2026-11-28 03:22:52.337919+00:00\r\n\r\n"
+        let lfOnly = "data: h\u{E9}llo \u{2713} \u{1F389}\n\ndata: \n\n: just a comment\n\ndata: [DONE]\n\n"
+        server.stub("GET", path: "/tokens") { request in
+            guard request.header("Last-Event-ID") == nil else { return MockServer.Response(status: 204) }
+            let pieces = [ping, token(0), token(1), ping, token(2), lfOnly].map { MockServer.Response.Piece(after: 0.01, $0) }
+            var answer = MockServer.Response.streamed(pieces, contentType: "text/event-stream; charset=utf-8")
+            answer.headers += [("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")]
+            return answer
+        }
+        var events: [Event] = []
+        for try await event in rest.events(for: request("/tokens")) { events.append(event) }
+        let delta = { (id: Int) in Event(id: "\(id)", event: "delta", data: "token \(id)\nsecond line", retry: 200) }
+        XCTAssertEqual(
+            events,
+            [
+                delta(0), delta(1), delta(2), Event(id: "2", data: "h\u{E9}llo \u{2713} \u{1F389}"), Event(id: "2", data: ""),
+                Event(id: "2", data: "[DONE]")
+            ])
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Last-Event-ID") }, [nil, "2"])
+    }
+
     /// An `id` field with no value resets the last event ID to empty: the reconnection then sends no `Last-Event-ID`
     /// (WHATWG §9.2.4 sends it only when it is not empty).
     func testAnEmptyIDSendsNoLastEventIDOnReconnection() async throws {
