@@ -628,6 +628,25 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(second.response?.headers.values(forKey: "X-Version"), ["b"])
     }
 
+    /// nginx 1.22.1 with gzip on, as it answered on 2026-11-28: the 200 carries a weak ETag (`W/"…"`), its 304 the
+    /// strong one (the gzip filter does not run on a 304). The stored answer takes the 304's ETag (RFC 9111 §4.3.4), so
+    /// the next revalidation asks with that one; every answer is the stored body.
+    func testNginxsWeakThenStrongETagIsTakenFromThe304() {
+        server.stub(path: "/file.txt") { request in
+            let common = [("Server", "nginx/1.22.1"), ("Content-Type", "text/plain"), ("Last-Modified", "Sat, 28 Nov 2026 03:23:01 GMT")]
+            guard request.header("If-None-Match") == nil else {
+                return MockServer.Response(status: 304, headers: common + [("ETag", "\"6b0a4915-d49\"")])
+            }
+            let headers = common + [("Vary", "Accept-Encoding"), ("ETag", "W/\"6b0a4915-d49\"")]
+            return MockServer.Response(status: 200, headers: headers, body: Data(repeating: 0x61, count: 3401))
+        }
+        let answers = (1...3).map { _ in send(.get, "/file.txt") }
+        XCTAssertEqual(answers.map { cacheStatus($0) }, [nil, "revalidated", "revalidated"])
+        XCTAssertEqual(answers.map { $0.data?.count }, [3401, 3401, 3401])
+        XCTAssertEqual(conditions(), ["-", "W/\"6b0a4915-d49\"", "\"6b0a4915-d49\""])
+        XCTAssertEqual(answers.last?.response?.headers.value(forKey: "ETag"), "\"6b0a4915-d49\"")
+    }
+
     /// A download answered by the cache gets the cached bytes in its file (fresh: no request; stale: after a 304), and a
     /// download's answer, whose body went to a file, is not stored as an empty body for later in-memory calls. Both
     /// reported success with no file, or served an empty body, before.
