@@ -80,7 +80,7 @@ extension RestManager {
                 return .deliver
             }
             guard isGet(request) else {
-                // RFC 9111 §4.4: a successful unsafe (or unknown) method invalidates the URL, for every user and variant.
+                // RFC 9111 §4.4: a successful unsafe or unknown method invalidates the URL for every user and variant.
                 if (200..<400).contains(http.statusCode), !["HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod) {
                     let prefix = url.absoluteString + "\n"
                     withLock { entries.keys.filter { $0.hasPrefix(prefix) }.forEach { replace($0, with: []) } }
@@ -181,8 +181,7 @@ extension RestManager {
             entries[key] = list.isEmpty ? nil : list
         }
 
-        /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again; nil when none is left or it has
-        /// other validators than the request (it was replaced meanwhile).
+        /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again; nil if gone or replaced meanwhile.
         private func revalidated(_ request: URLRequest, with notModified: HTTPURLResponse) -> Entry? {
             var matched = false
             let entry = lookUp(request) { entry in
@@ -238,10 +237,11 @@ extension RestManager {
             response.value(forHTTPHeaderField: "Age").flatMap(deltaSeconds) ?? 0
         }
 
-        /// RFC 9111 §1.2.2: digits only, and a larger number than 2^31 is 2^31.
+        /// RFC 9111 §1.2.2: digits only, a larger number than 2^31 being 2^31; quoted too (§5.2: `max-age="60"`).
         private static func deltaSeconds<Text: StringProtocol>(_ text: Text) -> TimeInterval? {
-            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-            return min(Double(text) ?? .infinity, 2_147_483_648)
+            let digits = text.hasPrefix("\"") && text.hasSuffix("\"") ? text.dropFirst().dropLast() : text[...]
+            guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return min(Double(digits) ?? .infinity, 2_147_483_648)
         }
 
         private static func results(_ entry: Entry, status: String) -> Results {

@@ -148,10 +148,14 @@ final class ResponseCacheTests: MockServerTestCase {
     }
 
     /// RFC 9111 §1.2.2: `max-age` and `Age` are digits only; another form makes the answer stale (revalidated), and
-    /// a number past 2^31 is 2^31 (fresh).
-    func testMaxAgeIsDigitsOnly() {
+    /// a number past 2^31 is 2^31 (fresh). §5.2: recipients accept a directive's argument quoted too (`"60"`).
+    func testMaxAgeIsDigitsOnlyOrQuotedDigits() {
         let cases = [("1e3", "revalidated"), ("inf", "revalidated"), ("+60", "revalidated"), ("60.5", "revalidated")]
-        for (maxAge, expected) in cases + [("99999999999999999999999", "fresh")] {
+        let quoted = [
+            ("\"60\"", "fresh"), ("\"60", "revalidated"), ("1600\"", "revalidated"), ("\"\"", "revalidated"),
+            ("\"", "revalidated"), ("\"+60\"", "revalidated")
+        ]
+        for (maxAge, expected) in cases + quoted + [("99999999999999999999999", "fresh")] {
             server.removeAllStubs()
             serve(headers: [("Cache-Control", "max-age=\(maxAge)")])
             cache.removeAll()
@@ -163,6 +167,33 @@ final class ResponseCacheTests: MockServerTestCase {
         cache.removeAll()
         _ = send(.get, "/doc")
         XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "an Age that is not digits does not count")
+        server.removeAllStubs()
+        serve(headers: [("Cache-Control", "max-age=60"), ("Age", "\"100\"")])
+        cache.removeAll()
+        _ = send(.get, "/doc")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "a quoted Age counts")
+    }
+
+    /// What the cache does not read never makes an answer fresh: an answer with `Expires` (alone, decades ahead), or
+    /// with an old `Last-Modified` and no `max-age` (no heuristic freshness, RFC 9111 §4.2.2), is revalidated on every
+    /// GET, and one with only `Expires` and no validator is not stored.
+    func testExpiresAndAnOldLastModifiedAreRevalidated() {
+        let farAhead = "Sat, 01 Jan 2100 00:00:00 GMT"
+        let cases = [[("Expires", farAhead)], [("Cache-Control", "public")]]
+        for headers in cases {
+            server.removeAllStubs()
+            server.clearReceivedRequests()
+            serve(headers: headers + [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT")])
+            cache.removeAll()
+            _ = send(.get, "/doc")
+            XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "\(headers)")
+            XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "\(headers)")
+            XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\""], "\(headers)")
+        }
+        server.stub(path: "/expires", response: .init(status: 200, headers: [("Expires", farAhead)], body: Data("e".utf8)))
+        _ = send(.get, "/expires")
+        XCTAssertNil(cacheStatus(send(.get, "/expires")))
+        XCTAssertEqual(server.receivedRequests.filter { $0.path == "/expires" }.count, 2)
     }
 
     func testNoStoreVaryStarAndAnswersWithoutValidatorsAreNotStored() {
