@@ -73,6 +73,27 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(refresher.count, 0)
     }
 
+    /// An `Authenticator` is an `Interceptor`: given to one request (the manager has none), it adds its token to that
+    /// request alone, and a 401 to it refreshes and resends as `rest.authenticator` does.
+    func testAnAuthenticatorAsOneRequestsInterceptorAuthorizesThatRequestAlone() {
+        let refresher = self.refresher
+        let authenticator = RestManager.Authenticator(credential: Credential(accessToken: "old")) {
+            try await refresher.refresh($0)
+        }
+        protect { $0 == "new-1" }
+        let events = ResultBox<String>()
+        rest.eventHandler = { event in if case .refreshingCredential = event { events.set("\(event)") } }
+        var request = RestManager.Request(url: url("/secure"))
+        request.interceptors = [authenticator]
+        XCTAssertEqual(send(request).statusCode, 200)
+        XCTAssertEqual(events.all, [], "it knows no manager to report its refresh to")
+        XCTAssertEqual(send(.get, "/secure").statusCode, 401, "the manager's own calls carry no token")
+        let sent = server.receivedRequests.map { $0.header("Authorization") ?? "-" }
+        XCTAssertEqual(sent, ["Bearer old", "Bearer new-1", "-"])
+        XCTAssertEqual(refresher.rejected, ["old"])
+        XCTAssertEqual(authenticator.credential?.accessToken, "new-1")
+    }
+
     func testAnExpiredCredentialIsRefreshedBeforeSending() {
         _ = install(Credential(accessToken: "old", expiresAt: Date(timeIntervalSinceNow: -1)))
         protect { $0 == "new-1" }

@@ -461,6 +461,21 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 0)
     }
 
+    /// A destination whose folder cannot be made (a file stands where a folder must go): the error says so, and
+    /// nothing is asked of the server.
+    func testADestinationWhoseFolderCannotBeMadeIsAnError() throws {
+        let blocker = scratch.appendingPathComponent("blocker")
+        XCTAssertTrue(FileManager.default.createFile(atPath: blocker.path, contents: Data("x".utf8)))
+        let target = blocker.appendingPathComponent("sub/file.bin")
+        guard case .failure(.fileAccessFailed(let url, let reason))? = download("/_test/files/10", to: target) else {
+            return XCTFail("a file in place of a folder was accepted")
+        }
+        XCTAssertEqual(url, target)
+        XCTAssertTrue(reason.hasPrefix("its folder cannot be created ("), reason)
+        XCTAssertEqual(server.receivedRequests.count, 0)
+        XCTAssertEqual(try Data(contentsOf: blocker), Data("x".utf8))
+    }
+
     func testCancellingMidwayKeepsThePartialFileAndCompletesOnce() throws {
         let target = destination()
         let done = expectation(description: "cancelled")
