@@ -22,6 +22,21 @@ final class QueryEncodingTests: MockServerTestCase {
         XCTAssertEqual(echo.rawQuery, "zeta=9&alpha=2&mid=3")
     }
 
+    /// `removeValue(forKey:)` takes every value of a key, `removeAll()` every key; what is left goes out in order.
+    func testRemovedParametersAreNotSent() throws {
+        rest.urlQueryParameters.append(value: "a", forKey: "tag")
+        rest.urlQueryParameters.add(value: "1", forKey: "page")
+        rest.urlQueryParameters.append(value: "b", forKey: "tag")
+        rest.urlQueryParameters.removeValue(forKey: "tag")
+        XCTAssertEqual(try echo(send(.get, "/_test/echo")).rawQuery, "page=1")
+        rest.urlQueryParameters.removeAll()
+        rest.urlQueryParameters.add(value: "2", forKey: "next")
+        XCTAssertEqual(try echo(send(.get, "/_test/echo")).rawQuery, "next=2")
+        rest.urlQueryParameters.removeAll()
+        XCTAssertEqual(rest.urlQueryParameters.totalItems(), 0)
+        XCTAssertNil(try echo(send(.get, "/_test/echo")).rawQuery)
+    }
+
     func testQueryAlreadyInTheURLIsKept() throws {
         rest.urlQueryParameters.add(value: "two", forKey: "b")
         let echo = try echo(send(.get, "/_test/echo?a=one%2B&c"))
