@@ -29,6 +29,52 @@ final class ErrorTests: MockServerTestCase {
         XCTAssertEqual(RestManager.CustomError.failedToCreateRequest.localizedDescription, "Unable to create the URLRequest object.")
     }
 
+    /// Each case's sentence, secrets in its URL redacted (`print(error)` goes to logs); the two that carry a platform
+    /// error begin as shown and go on with Foundation's text for it.
+    func testEveryCaseSaysWhatWentWrongWithSecretsRedacted() throws {
+        typealias CustomError = RestManager.CustomError
+        let url = try XCTUnwrap(URL(string: "https://user:pw@h.example/p?token=abc&x=1"))
+        let shown = "https://user:<redacted>@h.example/p?token=<redacted>&x=1"
+        let cases: [(CustomError, String)] = [
+            (.invalidURL("https://h/p?key=s", reason: "r"), "Invalid URL 'https://h/p?key=<redacted>': r."),
+            (.invalidTimeout(-1), "Invalid timeout -1.0: it must be a positive number of seconds."),
+            (.bodyEncodingFailed("r"), "The request body could not be encoded: r."),
+            (
+                .timedOut(url, after: 5),
+                "The request to \(shown) timed out after 5.0 s: it did not complete within timeoutInterval (the "
+                    + "manager's, request's or call's: raise it to wait longer)."
+            ),
+            (
+                .timedOut(url, after: 5, limit: .idle),
+                "The request to \(shown) timed out after 5.0 s: no byte was sent or received for that long (raise the "
+                    + "manager's idleTimeoutInterval to wait longer)."
+            ),
+            (.tooManyRedirects(url, limit: 3), "Too many redirects (more than 3) starting from \(shown)."),
+            (.cancelled, "The request was cancelled."),
+            (.invalidResponse, "The server's answer was not an HTTP response."),
+            (.unacceptableStatusCode(503, body: Data("abc".utf8)), "The server answered with HTTP status 503 (3 bytes of body)."),
+            (.emptyBody(statusCode: 204), "The answer (HTTP 204) has no body to decode."),
+            (
+                .responseTooLarge(limit: 10),
+                "The response body is larger than 10 bytes; raise RestManager.maximumResponseSize (nil for no limit) to "
+                    + "accept it."
+            ),
+            (
+                .unexpectedRedirect(url),
+                "URLSession followed a redirect to \(shown) without asking RestManager; please report this."
+            ),
+            (.authenticationFailed(reason: "r"), "Authentication failed: r."),
+            (.fileAccessFailed(URL(fileURLWithPath: "/tmp/f"), reason: "r"), "The file '/tmp/f' cannot be used: r.")
+        ]
+        for (error, sentence) in cases {
+            XCTAssertEqual(error.description, sentence)
+            XCTAssertEqual(error.localizedDescription, sentence)
+        }
+        XCTAssertTrue(CustomError.transport(URLError(.notConnectedToInternet)).description.hasPrefix("Network error -1009: "))
+        let decoding = CustomError.decodingFailed(CocoaError(.coderValueNotFound)).description
+        XCTAssertTrue(decoding.hasPrefix("The body could not be decoded: "), decoding)
+    }
+
     /// `isCancellation` is true for `.cancelled` only: a caller that skips its error message for a cancel must still see
     /// a timeout or a network error.
     func testOnlyACancelIsACancellation() throws {
