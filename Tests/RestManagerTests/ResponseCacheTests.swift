@@ -174,15 +174,12 @@ final class ResponseCacheTests: MockServerTestCase {
     /// with an old `Last-Modified` and no `max-age` (no heuristic freshness, RFC 9111 §4.2.2), is revalidated on every
     /// GET, and one with only `Expires` and no validator is not stored.
     func testExpiresAndAnOldLastModifiedAreRevalidated() {
-        let farAhead = "Sat, 01 Jan 2100 00:00:00 GMT"
+        let farAhead = "Fri, 01 Jan 2100 00:00:00 GMT"
         let cases = [[("Expires", farAhead)], [("Cache-Control", "public")]]
         for headers in cases {
-            server.removeAllStubs()
             server.clearReceivedRequests()
-            serve(headers: headers + [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT")])
-            cache.removeAll()
-            _ = send(.get, "/doc")
-            XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "\(headers)")
+            let second = secondGetStatus(headers + [("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT")])
+            XCTAssertEqual(second, "revalidated", "\(headers)")
             XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "\(headers)")
             XCTAssertEqual(conditions(), ["-", "\"v1\"", "\"v1\""], "\(headers)")
         }
