@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 // No package dependencies, on purpose: the library is one copy-in file, and everything else

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Type-checks the code every iPhone and Mac runs: the library files (core and add-ons) with their FoundationNetworking-only
 # branches switched to their #else (the import fence stays), in Swift 5 and 6 modes, warnings as errors,
-# then the tutorial-compatibility program compiled and run against that copy.
+# then the copy-in matrix (Scripts/copy-in-check.sh) and the tutorial-compatibility program against that copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -20,5 +20,7 @@ for mode in 5 6; do
   swiftc -swift-version "$mode" -warnings-as-errors -typecheck "$work"/*.swift
 done
 echo "Apple-platform branches ($count switched): type-check clean in Swift 5 and 6 modes"
+echo "== the copy-in matrix and the app-target program against the Apple-platform branches"
+bash Scripts/copy-in-check.sh "$work"
 echo "== the tutorial program against the Apple-platform branches"
 RESTMANAGER_LIBRARY_FILE="$work/RestManager.swift" RESTMANAGER_ADDON_DIR="$work" bash Tests/TutorialCompatibility/run.sh

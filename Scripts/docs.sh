@@ -17,7 +17,7 @@ missing = []
 for path in sorted(glob.glob("Sources/RestManager/*.swift")):
   lines = open(path).read().split("\n")
   for index, line in enumerate(lines):
-    if re.match(r"\s*public (?!extension)", line) or re.match(r"\s*@\w+.*\bpublic\b", line):
+    if re.match(r"\s*(nonisolated )?public (?!extension|import)", line) or re.match(r"\s*@\w+.*\bpublic\b", line):
         previous = index - 1
         while previous >= 0 and lines[previous].strip().startswith("@"):
             previous -= 1
@@ -31,4 +31,4 @@ mkdir -p "$(dirname "$output")"
 docc convert Sources/RestManager/RestManager.docc --additional-symbol-graph-dir "$graphs" \
   --fallback-display-name RestManager --fallback-bundle-identifier org.restmanager.RestManager \
   --output-path "$output" --warnings-as-errors
-echo "documentation: $output (open it with: docc preview Sources/RestManager/RestManager.docc --additional-symbol-graph-dir <graphs>, or serve the archive)"
+echo "documentation: $output (to browse it: python3 -m http.server -d $output, then open /documentation/restmanager)"

@@ -3,12 +3,12 @@
 //
 //  Outline: Public API (the manager's `authenticator`) · Authenticator (credential, interceptor, refresh) · Helpers
 
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+public import FoundationNetworking
 #endif
 
-extension RestManager {
+nonisolated extension RestManager {
     // MARK: - Public API
 
     /// Adds `Authorization: Bearer <token>` to requests that have none, refreshes the token before it expires and after
@@ -65,7 +65,7 @@ extension RestManager {
 
         private enum RefreshState {
             case idle
-            case refreshing(waiting: [CheckedContinuation<Credential, Error>])
+            case refreshing(waiting: [CheckedContinuation<Credential, any Error>])
         }
 
         private let lock = NSLock()
@@ -204,7 +204,7 @@ extension RestManager {
                 onRefresh()
                 let refresh = self.refresh
                 Task {
-                    let result: Result<Credential, Error>
+                    let result: Result<Credential, any Error>
                     do {
                         result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) })
                     } catch {
@@ -218,9 +218,9 @@ extension RestManager {
 
         /// Stores the new credential unless the caller set one meanwhile (which then wins), and resumes every waiting
         /// caller.
-        private func finishRefresh(_ result: Result<Credential, Error>, startedGeneration: Int) {
+        private func finishRefresh(_ result: Result<Credential, any Error>, startedGeneration: Int) {
             let (waiting, outcome) = withLock {
-                () -> ([CheckedContinuation<Credential, Error>], Result<Credential, Error>) in
+                () -> ([CheckedContinuation<Credential, any Error>], Result<Credential, any Error>) in
                 var outcome = result
                 if generation != startedGeneration {
                     outcome = stored.map { .success($0) } ?? .failure(Self.removed)

@@ -1,12 +1,14 @@
 //  RestManager+ResponseCache.swift — an add-on to RestManager.swift: a private, in-memory HTTP cache of GET answers
 //  that revalidates with ETag / Last-Modified (RFC 9110 §13, RFC 9111); only an `Interceptor` on the core's seam.
 
-import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+import Foundation  // this file's public API names `URLRequest` alone, which lives in FoundationNetworking here
+public import FoundationNetworking
+#else
+public import Foundation
 #endif
 
-extension RestManager {
+nonisolated extension RestManager {
     /// A private, in-memory cache of GET answers that revalidates with ETag / Last-Modified.
     /// `rest.interceptors.append(RestManager.ResponseCache())`
     ///

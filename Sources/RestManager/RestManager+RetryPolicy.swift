@@ -1,12 +1,12 @@
 //  RestManager+RetryPolicy.swift — an add-on to RestManager.swift: retries with exponential backoff and Retry-After,
 //  as an `Interceptor` that runs after all others. Nothing but the core's public seam.
 
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+public import FoundationNetworking
 #endif
 
-extension RestManager {
+nonisolated extension RestManager {
     /// When and how failed requests are tried again (default nil: never); an interceptor that runs after all others.
     public var retryPolicy: RetryPolicy? {
         get { lastInterceptor as? RetryPolicy }

@@ -6,7 +6,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-extension RestManager {
+nonisolated extension RestManager {
     // MARK: - Public API
 
     /// Server-Sent Events from `request` (GET, `Accept: text/event-stream` added), reconnecting as the WHATWG
@@ -78,6 +78,7 @@ extension RestManager {
             var quietConnections = 0
 
             /// The next event.
+            @concurrent
             public mutating func next() async throws -> ServerSentEvent? {
                 while !ended {
                     do {
@@ -134,7 +135,7 @@ extension RestManager {
             }
 
             /// Ends quietly when cancelled; reconnects after a network error or a timeout; fails on anything else.
-            private mutating func recover(from error: Error) async throws {
+            private mutating func recover(from error: any Error) async throws {
                 lines = nil
                 if Task.isCancelled {
                     ended = true

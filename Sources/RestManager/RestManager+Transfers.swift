@@ -1,12 +1,12 @@
 //  RestManager+Transfers.swift — an add-on to RestManager.swift: downloads to a file (resumed, never written through
 //  a link), uploads and multipart files streamed from disk, progress; on the core's body seam (`RestManager.Transfer`).
 
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+import FoundationNetworking  // no type of it is in this file's public API
 #endif
 
-extension RestManager {
+nonisolated extension RestManager {
 
     // MARK: - Public API
 
@@ -32,6 +32,7 @@ extension RestManager {
 
     /// The `await` form of `download(fromURL:to:timeoutInterval:progress:completion:)`; returns `destination`.
     /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
+    @concurrent
     public func download(
         fromURL url: URL,
         to destination: URL,
@@ -66,6 +67,7 @@ extension RestManager {
     }
 
     /// The `await` form of `upload(fileAt:toURL:withHttpMethod:timeoutInterval:progress:completion:)`.
+    @concurrent
     public func upload(
         fileAt fileURL: URL,
         toURL url: URL,

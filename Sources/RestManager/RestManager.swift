@@ -1,14 +1,13 @@
 //  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
-//  platforms (the differences FoundationNetworking forces are in the README). Needs only Foundation and Dispatch.
-//
-//  Outline: Public API (state, tutorial calls, async, utilities, values, streaming), Nested types, Request building
-//  and encoding, Transport (session, stream buffer, body seam, exchange, delegate), Private helpers.
+//  platforms. Needs only Foundation and Dispatch; `nonisolated` and `@concurrent` keep its work off the main actor in
+//  any app target. Outline: Public API (state, tutorial calls, async, utilities, values, streaming), Nested types,
+//  Request building and encoding, Transport (session, stream buffer, body seam, exchange, delegate), Private helpers.
 
-import Foundation
+public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+public import FoundationNetworking
 #endif
-import Dispatch
+public import Dispatch
 
 /// A small REST client: set headers, query and body parameters, then call `makeRequest`.
 /// ```swift
@@ -23,7 +22,7 @@ import Dispatch
 /// The properties persist between requests, as in the tutorial: each call sends what they hold when it is made, and
 /// each statement such as `rest.requestHttpHeaders.add(…)` is atomic. Callers that configure and send from many
 /// threads at once build `Request` values instead.
-public final class RestManager: @unchecked Sendable {
+nonisolated public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
 
@@ -239,6 +238,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// The `await` form of `makeRequest`: never throws; the outcome is in `Results`. Cancelling the surrounding `Task`
     /// cancels the request (`Results.error` is `.cancelled`).
+    @concurrent
     public func makeRequest(
         toURL url: URL, withHttpMethod httpMethod: HttpMethod, timeoutInterval: TimeInterval? = nil
     ) async -> Results {
@@ -248,9 +248,11 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The `await` form of `getData`: the bytes, or nil on any error or non-2xx status.
+    @concurrent
     public func getData(fromURL url: URL) async -> Data? { try? await data(fromURL: url) }
     /// Downloads the bytes at `url` with a plain GET.
     /// - Throws: `CustomError` (`.unacceptableStatusCode` for non-2xx, `.cancelled`, `.timedOut`, …).
+    @concurrent
     public func data(fromURL url: URL) async throws -> Data {
         try await withCancellableHandle(cancelled: .failure(CustomError.cancelled)) {
             self.loadData(fromURL: url, completion: $0)
@@ -264,6 +266,7 @@ public final class RestManager: @unchecked Sendable {
     /// let page = try await rest.request(UserPage.self, fromURL: usersURL, decoder: decoder)
     /// ```
     /// - Throws: `.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
+    @concurrent
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, fromURL url: URL, withHttpMethod httpMethod: HttpMethod = .get,
         decoder: JSONDecoder = JSONDecoder(), timeoutInterval: TimeInterval? = nil
@@ -329,6 +332,7 @@ public final class RestManager: @unchecked Sendable {
     }
 
     /// The `await` form of `makeRequest(_:completion:)`: never throws; the outcome is in `Results`.
+    @concurrent
     public func makeRequest(_ request: Request) async -> Results {
         await withCancellableHandle(cancelled: Results(withError: CustomError.cancelled)) {
             self.makeRequest(request, completion: $0)
@@ -337,6 +341,7 @@ public final class RestManager: @unchecked Sendable {
 
     /// Sends `request`, checks for a 2xx status and decodes the body (an empty body is nil for an Optional type).
     /// - Throws: `.unacceptableStatusCode(code, body)`, `.emptyBody`, `.decodingFailed`, or the transport error.
+    @concurrent
     public func request<Value: Decodable>(
         _ type: Value.Type = Value.self, for request: Request, decoder: JSONDecoder = JSONDecoder()
     ) async throws -> Value {
@@ -366,6 +371,7 @@ public final class RestManager: @unchecked Sendable {
     /// had not read (FoundationNetworking cannot pause one connection).
     /// - Throws: a transport error or `.timedOut` before the head; `.unacceptableStatusCode(code, body:)` for a non-2xx
     ///   head (with up to its first 64 KiB of body).
+    @concurrent
     public func stream(_ request: Request) async throws -> (ResponseBody, Response) {
         if Task.isCancelled { throw CustomError.cancelled }
         let buffer = StreamBuffer()
@@ -450,7 +456,7 @@ public final class RestManager: @unchecked Sendable {
 
         /// All keys and values in insertion order.
         public var orderedPairs: [(key: String, value: String)] { entries.map { ($0.key, $0.value) } }
-        /// How many keys are stored.
+        /// How many values are stored (a key added with `append` counts once per value).
         public func totalItems() -> Int { entries.count }
         /// The pairs as a URL query: RFC 3986 unreserved characters kept, others `%XX` (`a+b c` is `a%2Bb%20c`).
         public var percentEncodedQuery: String { joined(encoding: Encoding.queryAllowed, spaceAsPlus: false) }
@@ -539,15 +545,15 @@ public final class RestManager: @unchecked Sendable {
         /// Status and headers, when an HTTP answer arrived.
         public var response: Response?
         /// Why there is no answer: always a `CustomError`. An HTTP error status is not an error here.
-        public var error: Error?
+        public var error: (any Error)?
         /// Creates results from an answer.
-        public init(withData data: Data?, response: Response?, error: Error?) {
+        public init(withData data: Data?, response: Response?, error: (any Error)?) {
             self.data = data
             self.response = response
             self.error = error
         }
         /// Creates results for a request that produced no answer.
-        public init(withError error: Error) { self.error = error }
+        public init(withError error: any Error) { self.error = error }
         /// The HTTP status code, if an answer arrived.
         public var statusCode: Int? { response.map(\.httpStatusCode) }
         /// True when an answer arrived with a 2xx status.
@@ -571,7 +577,8 @@ public final class RestManager: @unchecked Sendable {
             if let error { throw error }
             guard let data, !data.isEmpty else {
                 // An empty body (a 204, say) is nil for an Optional type.
-                if let empty = (type as? ExpressibleByNilLiteral.Type)?.init(nilLiteral: ()) as? Value { return empty }
+                let none = (type as? any ExpressibleByNilLiteral.Type)?.init(nilLiteral: ())
+                if let none = none as? Value { return none }
                 throw CustomError.emptyBody(statusCode: statusCode ?? 0)
             }
             do { return try decoder.decode(type, from: data) } catch { throw CustomError.decodingFailed(error) }
@@ -615,7 +622,7 @@ public final class RestManager: @unchecked Sendable {
         /// There was no body to decode (for example a 204).
         case emptyBody(statusCode: Int)
         /// The body did not decode; the decoder's error is kept.
-        case decodingFailed(Error)
+        case decodingFailed(any Error)
         /// The response body grew past `maximumResponseSize`; the transfer was stopped there.
         case responseTooLarge(limit: Int)
         /// URLSession followed a redirect without asking the library (its redirect hook was not called), so secrets may
@@ -665,7 +672,7 @@ public final class RestManager: @unchecked Sendable {
         public var isCancellation: Bool { if case .cancelled = self { true } else { false } }
 
         /// Every error the library passes here is a `CustomError` already (the transport makes its own of `URLError`s).
-        static func wrap(_ error: Error) -> CustomError {
+        static func wrap(_ error: any Error) -> CustomError {
             error as? CustomError ?? .transport(URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
         }
     }
@@ -974,6 +981,7 @@ public final class RestManager: @unchecked Sendable {
             }
 
             /// The next chunk.
+            @concurrent
             public mutating func next() async throws -> Data? {
                 let buffer = owner.buffer
                 return try await withTaskCancellationHandler {
@@ -1003,6 +1011,7 @@ public final class RestManager: @unchecked Sendable {
                 public private(set) var endedMidLine = false
 
                 /// The next line.
+                @concurrent
                 public mutating func next() async throws -> String? {
                     while index == ready.count {
                         ready.removeAll(keepingCapacity: true)
@@ -1542,7 +1551,7 @@ public final class RestManager: @unchecked Sendable {
         }
         // Handed over under a lock: ThreadSanitizer does not always see a continuation resumed from Dispatch order
         // the assembler's writes before the task's reads (it reported a race in a body file's `release()`).
-        let assembled = Locked<Result<Request, Error>>(.failure(CustomError.cancelled))
+        let assembled = Locked<Result<Request, any Error>>(.failure(CustomError.cancelled))
         Task { [snapshot] in
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 DispatchQueue.global(qos: .userInitiated).async {
@@ -1692,14 +1701,14 @@ public final class RestManager: @unchecked Sendable {
     final class StreamBuffer: @unchecked Sendable {
         private let lock = Lock()
         /// How the body ended, once the call completed.
-        private var ending: Result<Void, Error>?
-        private var headWaiter: CheckedContinuation<(ResponseBody, Response), Error>?
+        private var ending: Result<Void, any Error>?
+        private var headWaiter: CheckedContinuation<(ResponseBody, Response), any Error>?
         /// The head's outcome until `head()` takes it (no body here: it would keep this buffer alive).
-        private var headOutcome: Result<Response, Error>?
+        private var headOutcome: Result<Response, any Error>?
         /// The bytes the reader has not taken, as one buffer: a reader that fell behind takes them all at once, so it
         /// catches up at the cost of a copy instead of a task switch per chunk.
         private var unread = Data()
-        private var reader: CheckedContinuation<Data?, Error>?
+        private var reader: CheckedContinuation<Data?, any Error>?
         private var handle: RequestHandle?
         private var cancelled = false
 
@@ -1723,7 +1732,7 @@ public final class RestManager: @unchecked Sendable {
         /// Waits for the head (or the reason there is none).
         func head() async throws -> (ResponseBody, Response) {
             try await withCheckedThrowingContinuation { continuation in
-                let outcome = lock.withLock { () -> Result<Response, Error>? in
+                let outcome = lock.withLock { () -> Result<Response, any Error>? in
                     if headOutcome == nil { headWaiter = continuation }
                     return headOutcome
                 }
@@ -1732,8 +1741,8 @@ public final class RestManager: @unchecked Sendable {
         }
 
         /// The head arrived (a 2xx: the caller gets the body), or the reason there is none.
-        func settleHead(_ outcome: Result<Response, Error>) {
-            let waiter = lock.withLock { () -> CheckedContinuation<(ResponseBody, Response), Error>? in
+        func settleHead(_ outcome: Result<Response, any Error>) {
+            let waiter = lock.withLock { () -> CheckedContinuation<(ResponseBody, Response), any Error>? in
                 headOutcome = outcome
                 defer { headWaiter = nil }
                 return headWaiter
@@ -1744,7 +1753,7 @@ public final class RestManager: @unchecked Sendable {
         /// Queues a chunk for the reader, or hands it over to a waiting one. A reader that fell behind gets half a
         /// second to catch up (the scheduler may hold it back) before the stream ends; the network waits meanwhile.
         func append(_ data: Data) throws {
-            let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, Error>? in
+            let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, any Error>? in
                 let limit = ResponseBody.maximumUnreadBytes
                 if unread.count + data.count > limit {
                     let deadline = Date(timeIntervalSinceNow: 0.5)
@@ -1766,15 +1775,15 @@ public final class RestManager: @unchecked Sendable {
 
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
-            var head: Result<Response, Error>?
+            var head: Result<Response, any Error>?
             if !isOpen {
                 let failure =
                     results.error
                     ?? CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
                 head = results.response.flatMap { results.isSuccess ? .success($0) : nil } ?? .failure(failure)
             }
-            let ending: Result<Void, Error> = results.error.map { .failure($0) } ?? .success(())
-            let waiting = lock.withLock { () -> CheckedContinuation<Data?, Error>? in
+            let ending: Result<Void, any Error> = results.error.map { .failure($0) } ?? .success(())
+            let waiting = lock.withLock { () -> CheckedContinuation<Data?, any Error>? in
                 // An answer that did not come from the network (a cache's) is one chunk.
                 if case .success? = head, let data = results.data { unread.append(data) }
                 self.ending = ending
@@ -1788,7 +1797,7 @@ public final class RestManager: @unchecked Sendable {
         /// The next chunk; nil at the end; throws the error that ended the body.
         func next() async throws -> Data? {
             try await withCheckedThrowingContinuation { continuation in
-                let outcome = lock.withLock { () -> Result<Data?, Error>? in
+                let outcome = lock.withLock { () -> Result<Data?, any Error>? in
                     if !unread.isEmpty {
                         defer { unread = Data() }
                         lock.broadcast()
@@ -1874,7 +1883,7 @@ public final class RestManager: @unchecked Sendable {
         private var handles: [RequestHandle] = []
         private var task: URLSessionDataTask?
         /// The deadline, a retry's delay, progress reports: cancelled when the exchange finishes.
-        private var timers: [DispatchSourceTimer] = []
+        private var timers: [any DispatchSourceTimer] = []
         private var state = State.adapting
         /// The current attempt's number, from 1.
         private var attempt = 0
@@ -2086,7 +2095,7 @@ public final class RestManager: @unchecked Sendable {
             return joined
         }
 
-        private func fail(_ error: Error) { finish(Results(withError: CustomError.wrap(error))) }
+        private func fail(_ error: any Error) { finish(Results(withError: CustomError.wrap(error))) }
         private func deadlinePassed() { fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
         /// Ends the call when no byte arrived or was sent for `idleTimeout`.
         private func checkIdle() {
@@ -2200,7 +2209,7 @@ public final class RestManager: @unchecked Sendable {
 
         func reportProgress() { unlessFinished { transfer?.reportProgress(of: task, final: false) } }
 
-        func completed(_ task: URLSessionTask, error: Error?) {
+        func completed(_ task: URLSessionTask, error: (any Error)?) {
             let state = lock.withLock { () -> (body: Data?, hookRan: Bool)? in
                 guard task === self.task, !finished else { return nil }
                 // Completed: nothing may cancel it any more.
@@ -2308,7 +2317,7 @@ public final class RestManager: @unchecked Sendable {
 
         private var elapsed: TimeInterval { RestManager.seconds(since: started) }
 
-        private typealias Resources = (task: URLSessionDataTask?, timers: [DispatchSourceTimer])
+        private typealias Resources = (task: URLSessionDataTask?, timers: [any DispatchSourceTimer])
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
@@ -2369,7 +2378,7 @@ public final class RestManager: @unchecked Sendable {
             completionHandler(exchange(for: task)?.freshBodyStream())
         }
 
-        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
             exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }?.completed(task, error: error)
         }
 
@@ -2459,7 +2468,7 @@ public final class RestManager: @unchecked Sendable {
     }
 }
 
-extension RestManager.Interceptor {
+nonisolated extension RestManager.Interceptor {
     /// Sends the request as it is.
     public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest { request }
     /// Delivers the results as they are.
