@@ -13,15 +13,28 @@ nonisolated extension RestManager {
     /// `rest.interceptors.append(RestManager.ResponseCache())`
     ///
     /// Stores a 200 to a GET that has a validator or `max-age`, unless the request or the answer says `no-store` or the
-    /// answer has `Vary: *`; keyed by URL, the request's credential headers (`Authorization`, `Cookie`, `X-API-Key`…)
-    /// and the values of the headers `Vary` names; never an answer reached through a redirect. A fresh entry (by
-    /// `max-age` and `Age`, without `no-cache`, and no older than the request's own `max-age` if it has one) answers
-    /// without a request; otherwise the next GET asks with `If-None-Match` / `If-Modified-Since`, and a 304 is
+    /// answer has `Vary: *`. Default-deny keying: an answer is served only to a request with the same normalized URL,
+    /// the same value of every request header not in ``harmlessHeaders`` (or `ignoring`), the same cookies in
+    /// `cookieStorage` for its URL, and the same values of the headers `Vary` names. A fresh entry (by `max-age` and
+    /// `Age`, without `no-cache`, and no older than the request's own `max-age` if it has one) answers without a
+    /// request; otherwise the next GET asks with `If-None-Match` / `If-Modified-Since`, and a 304 to that question is
     /// delivered as the stored 200 with its headers updated (a caller's own conditional GET gets its 304). A delivered
-    /// entry says so in ``statusHeader``. POST, PUT, PATCH and DELETE to a URL drop its entries.
+    /// entry says so in ``statusHeader``. A successful unsafe method drops the entries of its URL and of its
+    /// same-origin `Location` and `Content-Location`.
     public final class ResponseCache: Interceptor, @unchecked Sendable {
         /// The header that tells a stored answer: `fresh` (no request was sent) or `revalidated` (after a 304).
         public static let statusHeader = "RestManager-Cache"
+
+        /// Request headers that never identify a user (lower-cased): the only ones that do not key the entries, with
+        /// the names given as `ignoring`. Every other header's value is part of an entry's key.
+        public static let harmlessHeaders: Set<String> = [
+            "accept", "accept-charset", "accept-encoding", "accept-language", "cache-control", "connection",
+            "content-length", "content-type", "if-match", "if-modified-since", "if-none-match", "if-range",
+            "if-unmodified-since", "pragma", "te", "user-agent"
+        ]
+
+        /// What an entry costs besides its bytes (body, header names and values, key), counted against `maximumBytes`.
+        public static let entryOverhead = 512
 
         private struct Entry {
             var key: String
@@ -32,19 +45,41 @@ nonisolated extension RestManager {
             /// When the answer was made, by its `Age` (RFC 9111 §4.2.3); fresh for its `lifetime` from then.
             var bornAt: Date
             var lastUsed: UInt64
+            /// Reached through a redirect: never fresh, since the URL asked for may lead elsewhere next time.
+            var redirected: Bool
+            /// What it counts against `maximumBytes`.
+            var cost: Int
         }
 
         private let lock = NSLock()
         private let maximumBytes: Int
+        private let ignored: Set<String>
+        private let cookieStorage: HTTPCookieStorage?
         private var entries: [String: [Entry]] = [:]
-        /// The bytes of all stored bodies, kept by `replace` (summing them for each answer made filling up quadratic).
+        /// The cost of all entries, kept by `replace` (summing them for each answer made filling up quadratic).
         private var storedBytes = 0
         private var clock: UInt64 = 0
-        /// The revalidations sent and not yet decided on: URL and validators.
-        private var revalidating: [String] = []
+        /// Every use of an entry, oldest first from `usesStart`: eviction takes them in order, skipping a use whose
+        /// entry was used again since (its `lastUsed` is newer) or is gone, so making room costs what it evicts.
+        private var uses: [(tick: UInt64, key: String)] = []
+        private var usesStart = 0
+        private var entryCount = 0
 
-        /// A cache that keeps at most `maximumBytes` of bodies (least recently used go first).
-        public init(maximumBytes: Int = 10 << 20) { self.maximumBytes = max(0, maximumBytes) }
+        /// A cache that holds at most `maximumBytes` (bodies, headers and keys, plus ``entryOverhead`` an entry; least
+        /// recently used go first). `ignoring`: request headers that carry no user's identity but would make every
+        /// request a miss (`["X-Request-ID"]`). `cookieStorage`: the store whose cookies the session sends (a
+        /// configuration's `httpCookieStorage`; `.shared` is `URLSessionConfiguration.default`'s); they key the
+        /// entries, since URLSession adds them after the interceptors ran.
+        public init(
+            maximumBytes: Int = 10 << 20, ignoring: Set<String> = [], cookieStorage: HTTPCookieStorage? = .shared
+        ) {
+            self.maximumBytes = max(0, maximumBytes)
+            ignored = Set(ignoring.map { $0.lowercased() })
+            self.cookieStorage = cookieStorage
+        }
+
+        /// The bytes the entries count now (at most `maximumBytes`).
+        public var currentBytes: Int { withLock { storedBytes } }
 
         /// Forgets every stored answer.
         public func removeAll() {
@@ -54,29 +89,26 @@ nonisolated extension RestManager {
         /// Answers a GET from a fresh entry, or asks for the stored one's validity.
         public func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
             let control = Self.directives(request.value(forHTTPHeaderField: "Cache-Control"))
-            guard isGet(request), !control.contains("no-store"),
-                request.value(forHTTPHeaderField: "If-None-Match") == nil,
-                request.value(forHTTPHeaderField: "If-Modified-Since") == nil,
+            guard isGet(request), !control.contains("no-store"), !Self.isConditional(request),
                 let entry = lookUp(request)
             else { return request }
             // RFC 9111 §5.2.1: the request's no-cache, or a max-age its age exceeds, asks for a revalidation.
             let age = -entry.bornAt.timeIntervalSinceNow
-            let fresh = age < Self.lifetime(entry.response) && age <= Self.maxAge(control) ?? .infinity
+            let lifetime = entry.redirected ? 0 : Self.lifetime(entry.response)
+            let fresh = age < lifetime && age <= Self.maxAge(control) ?? .infinity
             if fresh, !control.contains("no-cache") { throw Answer(Self.results(entry, status: "fresh")) }
             var conditional = request
             conditional.setValue(entry.response.value(forHTTPHeaderField: "ETag"), forHTTPHeaderField: "If-None-Match")
             let lastModified = entry.response.value(forHTTPHeaderField: "Last-Modified")
             conditional.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since")
-            withLock {
-                revalidating.append(Self.validators(conditional))
-                if revalidating.count > 1_000 { revalidating.removeFirst() }  // left by calls ended early
-            }
+            // The mark that this call's 304 answers the cache's question, carried by the request to `decide` and never
+            // sent: no list shared by calls to overflow or to be left behind by a call that ended early.
+            conditional.cachePolicy = Self.revalidationMark
             return conditional
         }
 
         /// Turns a 304 into the stored answer, stores a 200, and drops a URL's entries after an unsafe method.
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
-            let revalidation = isGet(request) && tookRevalidation(request)
             guard let http = results.response?.response as? HTTPURLResponse, results.error == nil, let url = request.url
             else {
                 return .deliver
@@ -84,48 +116,84 @@ nonisolated extension RestManager {
             guard isGet(request) else {
                 // RFC 9111 §4.4: a successful unsafe or unknown method invalidates the URL for every user and variant.
                 if (200..<400).contains(http.statusCode), !["HEAD", "OPTIONS", "TRACE"].contains(request.httpMethod) {
-                    let prefix = url.absoluteString + "\n"
-                    withLock { entries.keys.filter { $0.hasPrefix(prefix) }.forEach { replace($0, with: []) } }
+                    invalidate(url, after: http)
                 }
                 return .deliver
             }
+            let revalidation = request.cachePolicy == Self.revalidationMark && Self.isConditional(request)
             if http.statusCode == 304, revalidation {
                 // No entry any more (evicted meanwhile): ask again without validators (the 304 is not the caller's).
                 guard let entry = revalidated(request, with: http) else { return .retry(after: 0) }
                 return .deliverInstead(Self.results(entry, status: "revalidated"))
             }
-            // Not a body sent to a file or stream (nil), nor one a redirect led to (it may lead elsewhere next time).
-            if http.statusCode == 200, http.url == url, let body = results.data { store(body, http, for: request) }
+            // Not a body sent to a file or stream (nil); one a redirect led to is stored, but always revalidated.
+            if http.statusCode == 200, let body = results.data { store(body, http, for: request) }
             return .deliver
         }
 
-        // MARK: - Entries
+        // MARK: - Keys
 
-        /// The URL and every credential header: one user's answers never reach another, or a caller after a logout.
+        private static let revalidationMark = URLRequest.CachePolicy.reloadIgnoringLocalCacheData
+
+        private static func isConditional(_ request: URLRequest) -> Bool {
+            ["If-None-Match", "If-Modified-Since"].contains { request.value(forHTTPHeaderField: $0) != nil }
+        }
+
+        /// Default-deny: the URL, every header but the harmless and ignored ones, and the stored cookies for the URL.
         private func key(_ request: URLRequest) -> String {
-            let credentials = (request.allHTTPHeaderFields ?? [:]).filter { name, _ in
-                Self.credentialNameParts.contains { name.lowercased().contains($0) }
+            var lines = (request.allHTTPHeaderFields ?? [:]).compactMap { name, value -> String? in
+                let lower = name.lowercased()
+                return Self.harmlessHeaders.contains(lower) || ignored.contains(lower) ? nil : "\(lower): \(value)"
             }
-            let lines = credentials.map { "\($0.key.lowercased()): \($0.value)" }.sorted()
-            return (request.url?.absoluteString ?? "") + "\n" + lines.joined(separator: "\n")
-        }
-
-        /// What names of headers that carry credentials contain (Cookie, X-API-Key, PRIVATE-TOKEN, X-Session-Id…).
-        private static let credentialNameParts = ["auth", "cookie", "key", "token", "session", "secret", "passw"]
-
-        /// Whether this cache sent `request`'s validators (and forgets it once): a 304 to a caller's own stays a 304.
-        private func tookRevalidation(_ request: URLRequest) -> Bool {
-            withLock {
-                guard let index = revalidating.firstIndex(of: Self.validators(request)) else { return false }
-                revalidating.remove(at: index)
-                return true
+            if let url = request.url, let cookies = cookieStorage?.cookies(for: url), !cookies.isEmpty {
+                lines.append(
+                    "cookie (stored): " + cookies.map { "\($0.name)=\($0.value)" }.sorted().joined(separator: "; "))
             }
+            return Self.normalized(request.url) + "\n" + lines.sorted().joined(separator: "\n")
         }
 
-        private static func validators(_ request: URLRequest) -> String {
-            let values = ["If-None-Match", "If-Modified-Since"].map { request.value(forHTTPHeaderField: $0) ?? "" }
-            return ([request.url?.absoluteString ?? ""] + values).joined(separator: "\n")
+        /// RFC 9110 §4.2.3 and RFC 3986 §6.2.2: scheme and host lower-cased, the default port and an empty path
+        /// written as `/`, percent-encoded unreserved characters decoded and other escapes upper-cased.
+        static func normalized(_ url: URL?) -> String {
+            guard let url, var parts = URLComponents(url: url, resolvingAgainstBaseURL: true) else {
+                return url?.absoluteString ?? ""
+            }
+            parts.scheme = parts.scheme?.lowercased()
+            parts.percentEncodedHost = parts.percentEncodedHost?.lowercased()
+            if (parts.scheme, parts.port) == ("http", 80) || (parts.scheme, parts.port) == ("https", 443) {
+                parts.port = nil
+            }
+            parts.fragment = nil
+            let path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
+            let query = parts.percentEncodedQuery.map(normalizedEscapes)
+            let origin =
+                "\(parts.scheme ?? "")://\(parts.percentEncodedHost ?? "")" + (parts.port.map { ":\($0)" } ?? "")
+            return origin + normalizedEscapes(path) + (query.map { "?" + $0 } ?? "")
         }
+
+        /// `%41` is `A`, `%7e` is `~`, `%2f` is `%2F`: the same resource however its unreserved characters are written.
+        private static func normalizedEscapes(_ text: String) -> String {
+            var output = ""
+            var rest = Substring(text)
+            while let percent = rest.firstIndex(of: "%") {
+                output += rest[..<percent]
+                let hex = rest[percent...].dropFirst().prefix(2)
+                guard hex.count == 2, let byte = UInt8(hex, radix: 16) else {
+                    output += "%"
+                    rest = rest[percent...].dropFirst()
+                    continue
+                }
+                let unreserved =
+                    byte < 128
+                    && (Character(Unicode.Scalar(byte)).isLetter
+                        || Character(Unicode.Scalar(byte)).isNumber || "-._~".utf8.contains(byte))
+                output += unreserved ? String(Unicode.Scalar(byte)) : "%" + hex.uppercased()
+                rest = rest[percent...].dropFirst(3)
+            }
+            return output + rest
+        }
+
+        // MARK: - Entries
 
         /// The entry for `request`, its use recorded and `change` made to it, under the lock.
         private func lookUp(_ request: URLRequest, change: (inout Entry) -> Void = { _ in }) -> Entry? {
@@ -136,8 +204,7 @@ nonisolated extension RestManager {
                 }
                 guard let index = entries[entryKey]?.firstIndex(where: varies), var entry = entries[entryKey]?[index]
                 else { return nil }
-                clock += 1
-                entry.lastUsed = clock
+                entry.lastUsed = tick(entryKey)
                 change(&entry)
                 entries[entryKey]?[index] = entry
                 return entry
@@ -149,41 +216,88 @@ nonisolated extension RestManager {
             let requestControl = Self.directives(request.value(forHTTPHeaderField: "Cache-Control"))
             let vary = Self.directives(response.value(forHTTPHeaderField: "Vary"))
             let hasValidator = ["ETag", "Last-Modified"].contains { response.value(forHTTPHeaderField: $0) != nil }
-            let storable =
-                !control.contains("no-store") && !requestControl.contains("no-store") && !vary.contains("*")
-                && (hasValidator || Self.lifetime(response) > Self.age(response)) && body.count <= maximumBytes
+            let redirected = Self.normalized(response.url) != Self.normalized(request.url)
             var varied: [String: String] = [:]
             for name in vary where !name.isEmpty { varied[name] = request.value(forHTTPHeaderField: name) ?? "" }
             let entryKey = key(request)
+            let cost = Self.cost(body, response, key: entryKey, varied: varied)
+            let storable =
+                !control.contains("no-store") && !requestControl.contains("no-store") && !vary.contains("*")
+                && (hasValidator || !redirected && Self.lifetime(response) > Self.age(response)) && cost <= maximumBytes
             withLock {
                 var list = entries[entryKey] ?? []
                 list.removeAll { $0.varied == varied }
                 if storable {
-                    clock += 1
                     let entry = Entry(
                         key: entryKey, response: response, body: body, varied: varied,
-                        bornAt: Date() - Self.age(response),
-                        lastUsed: clock)
+                        bornAt: Date() - Self.age(response), lastUsed: tick(entryKey), redirected: redirected,
+                        cost: cost)
                     list.append(entry)
                 }
                 replace(entryKey, with: list)
-                guard storedBytes > maximumBytes else { return }
-                // The least recently used go until the bodies fit (`lastUsed` is unique: a tick of `clock`).
-                for entry in entries.values.joined().sorted(by: { $0.lastUsed < $1.lastUsed })
-                where storedBytes > maximumBytes {
-                    replace(entry.key, with: entries[entry.key]?.filter { $0.lastUsed != entry.lastUsed } ?? [])
-                }
             }
         }
 
-        /// Stores `list` as the entries for `key` (under the lock), keeping `storedBytes`.
+        /// Body, header names and values, the key (held twice: in the table and the entry), the varied values, and
+        /// the overhead.
+        private static func cost(
+            _ body: Data, _ response: HTTPURLResponse, key: String, varied: [String: String]
+        ) -> Int {
+            let headers = response.allHeaderFields.reduce(0) { $0 + "\($1.key)".utf8.count + "\($1.value)".utf8.count }
+            let variedBytes = varied.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+            return body.count + headers + 2 * key.utf8.count + variedBytes + entryOverhead
+        }
+
+        /// A new use of the entry at `key` (under the lock): its `lastUsed`.
+        private func tick(_ key: String) -> UInt64 {
+            clock += 1
+            uses.append((clock, key))
+            // Taken and stale uses are dropped once they are most of the list: it stays within twice the entries.
+            if uses.count - usesStart > 2 * entryCount + 64 || usesStart > 64 && usesStart > uses.count / 2 {
+                uses = uses[usesStart...].filter { use in
+                    entries[use.key]?.contains { $0.lastUsed == use.tick } ?? false
+                }
+                uses.append((clock, key))
+                usesStart = 0
+            }
+            return clock
+        }
+
+        /// Stores `list` as the entries for `key` (under the lock), keeping `storedBytes`; then the least recently
+        /// used entries go until all fit.
         private func replace(_ key: String, with list: [Entry]) {
-            let bytes = { (list: [Entry]) in list.reduce(0) { $0 + $1.body.count } }
+            let bytes = { (list: [Entry]) in list.reduce(0) { $0 + $1.cost } }
             storedBytes += bytes(list) - bytes(entries[key] ?? [])
+            entryCount += list.count - (entries[key]?.count ?? 0)
             entries[key] = list.isEmpty ? nil : list
+            while storedBytes > maximumBytes, usesStart < uses.count {
+                let use = uses[usesStart]
+                usesStart += 1
+                guard let list = entries[use.key], let victim = list.first(where: { $0.lastUsed == use.tick }) else {
+                    continue
+                }
+                let kept = list.filter { $0.lastUsed != use.tick }
+                storedBytes -= victim.cost
+                entryCount -= 1
+                entries[use.key] = kept.isEmpty ? nil : kept
+            }
+        }
+
+        /// RFC 9111 §4.4: the URL's entries, and those of its `Location` and `Content-Location` on the same origin.
+        private func invalidate(_ url: URL, after response: HTTPURLResponse) {
+            let origin = { (url: URL) in Self.normalized(URL(string: "/", relativeTo: url)?.absoluteURL) }
+            let related = ["Location", "Content-Location"].compactMap { name in
+                response.value(forHTTPHeaderField: name).flatMap { URL(string: $0, relativeTo: url)?.absoluteURL }
+            }
+            let prefixes = ([url] + related.filter { origin($0) == origin(url) }).map { Self.normalized($0) + "\n" }
+            withLock {
+                let doomed = entries.keys.filter { key in prefixes.contains { key.hasPrefix($0) } }
+                doomed.forEach { replace($0, with: []) }
+            }
         }
 
         /// The stored entry with the 304's headers (RFC 9111 §4.3.4), fresh again; nil if gone or replaced meanwhile.
+        /// A 304 that says `no-store` still answers this call, but the entry goes (§5.2.2.5).
         private func revalidated(_ request: URLRequest, with notModified: HTTPURLResponse) -> Entry? {
             var matched = false
             let entry = lookUp(request) { entry in
@@ -206,7 +320,17 @@ nonisolated extension RestManager {
                     ?? entry.response
                 entry.bornAt = Date() - Self.age(notModified)
             }
-            return matched ? entry : nil
+            guard matched, let entry else { return nil }
+            let noStore = Self.directives(notModified.value(forHTTPHeaderField: "Cache-Control")).contains("no-store")
+            // Headers merged above may have grown the entry: its cost is taken again; a no-store 304 removes it.
+            withLock {
+                let list = entries[entry.key] ?? []
+                let kept = list.filter { $0.lastUsed != entry.lastUsed }
+                var updated = entry
+                updated.cost = Self.cost(entry.body, entry.response, key: entry.key, varied: entry.varied)
+                replace(entry.key, with: noStore ? kept : kept + [updated])
+            }
+            return entry
         }
 
         // MARK: - Helpers

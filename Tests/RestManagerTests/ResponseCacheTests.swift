@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import XCTest
 import MockServer
+import HeapStatistics
 import RestManager
 
 /// RFC 9110 §13 and RFC 9111 as the in-memory cache add-on keeps them, against a real socket.
@@ -32,6 +33,16 @@ final class ResponseCacheTests: MockServerTestCase {
     }
 
     private func conditions() -> [String] { server.receivedRequests.map { $0.header("If-None-Match") ?? "-" } }
+
+    /// What the entry for `path` counts against `maximumBytes` (body, headers, key and overhead), measured on a cache
+    /// of its own; the server is asked once.
+    private func entryCost(_ path: String) -> Int {
+        let probe = RestManager.ResponseCache()
+        let manager = RestManager()
+        manager.interceptors = [probe]
+        _ = send(.get, path, using: manager)
+        return probe.currentBytes
+    }
 
     func testA304IsDeliveredAsTheStoredAnswerWithItsHeadersUpdated() {
         serve(headers: [("Cache-Control", "no-cache"), ("X-Version", "a")])
@@ -365,15 +376,17 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(send(.get, "/doc")), "fresh", "HEAD is safe")
     }
 
-    /// Least recently used entries go first; a body larger than the cache is never stored.
+    /// Least recently used entries go first; an entry larger than the cache is never stored.
     func testEvictionKeepsTheStoredBodiesWithinTheLimit() {
-        cache = RestManager.ResponseCache(maximumBytes: 250)
-        rest.interceptors = [cache]
         for name in ["a", "b", "c"] {
             server.stub(
                 path: "/\(name)", response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 100)))
         }
-        server.stub(path: "/big", response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 251)))
+        let cost = entryCost("/c")
+        XCTAssertGreaterThan(cost, 100 + RestManager.ResponseCache.entryOverhead, "the body, the headers, the key and the overhead")
+        cache = RestManager.ResponseCache(maximumBytes: cost * 5 / 2)
+        rest.interceptors = [cache]
+        server.stub(path: "/big", response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: cost * 2)))
         _ = send(.get, "/a")
         _ = send(.get, "/b")
         XCTAssertEqual(cacheStatus(send(.get, "/a")), "fresh", "a is now the most recently used")
@@ -392,8 +405,6 @@ final class ResponseCacheTests: MockServerTestCase {
     /// that reaches it) is not stored, so it evicts nothing; a body exactly the size of the cache fits; eviction stops
     /// as soon as the bodies fit, at the limit.
     func testOnlyUsableAnswersTakeRoomAndEvictionStopsAtTheLimit() {
-        cache = RestManager.ResponseCache(maximumBytes: 12)
-        rest.interceptors = [cache]
         for name in ["a", "b", "e"] {
             server.stub(path: "/\(name)") { request in
                 request.header("If-None-Match") == "\"\(name)\""
@@ -404,15 +415,18 @@ final class ResponseCacheTests: MockServerTestCase {
         server.stub(path: "/c", response: MockServer.Response(status: 200, body: Data(count: 6)))
         let stale = [("Cache-Control", "max-age=60"), ("Age", "60")]
         server.stub(path: "/d", response: MockServer.Response(status: 200, headers: stale, body: Data(count: 6)))
+        cache = RestManager.ResponseCache(maximumBytes: 2 * entryCost("/e"))
+        rest.interceptors = [cache]
         for path in ["/a", "/b", "/c", "/d", "/e", "/b", "/e", "/a"] { _ = send(.get, path) }
         let conditional = server.receivedRequests.map { "\($0.path) \($0.header("If-None-Match") ?? "-")" }
-        XCTAssertEqual(conditional, ["/a -", "/b -", "/c -", "/d -", "/e -", "/b \"b\"", "/e \"e\"", "/a -"])
+        // The first is entryCost's.
+        XCTAssertEqual(conditional, ["/e -", "/a -", "/b -", "/c -", "/d -", "/e -", "/b \"b\"", "/e \"e\"", "/a -"])
         server.removeAllStubs()
-        cache = RestManager.ResponseCache(maximumBytes: 6)
-        rest.interceptors = [cache]
         serve()
+        cache = RestManager.ResponseCache(maximumBytes: entryCost("/doc"))
+        rest.interceptors = [cache]
         _ = send(.get, "/doc")
-        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "6 bytes of body in a cache of 6")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc")), "revalidated", "an entry exactly the size of the cache")
     }
 
     /// An answer with both validators is stored and revalidated with both (RFC 9110 §13.1).
@@ -431,29 +445,14 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual([last?.header("If-None-Match"), last?.header("If-Modified-Since")], ["\"x\"", modified])
     }
 
-    /// Only headers that carry a credential key the entries. Names that only resemble one (each credential name part
-    /// less its last letter, `X-autz` to `X-passz`) and a per-call trace ID do not: with them, every call would make an
-    /// entry of its own and none would be served.
-    func testHeadersThatOnlyResembleCredentialsDoNotKeyTheEntries() {
-        serve(headers: [("Cache-Control", "max-age=60")])
-        let names = ["aut", "cooki", "ke", "toke", "sessio", "secre", "pass"].map { "X-\($0)z" }
-        var statuses: [String] = []
-        for call in 1...3 {
-            var request = RestManager.Request(url: url("/doc"))
-            for name in names + ["X-Request-Id"] { request.headers.add(value: "v\(call)", forKey: name) }
-            statuses.append(cacheStatus(send(request)) ?? "sent")
-        }
-        XCTAssertEqual(statuses, ["sent", "fresh", "fresh"])
-    }
-
     /// The bytes the cache counts go with the entries: after `removeAll` or an invalidating POST, two new answers that
     /// fit together are both kept (a count left at the old entries' bytes would evict one of them).
     func testRemovedEntriesNoLongerCountTowardsTheLimit() {
-        cache = RestManager.ResponseCache(maximumBytes: 250)
-        rest.interceptors = [cache]
         let stored = MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(count: 100))
         for name in ["a", "b", "c", "d"] { server.stub("GET", path: "/\(name)", response: stored) }
         server.stub("POST", path: "/a", response: MockServer.Response(status: 201))
+        cache = RestManager.ResponseCache(maximumBytes: entryCost("/d") * 5 / 2)
+        rest.interceptors = [cache]
         _ = send(.get, "/a")
         _ = send(.get, "/b")
         cache.removeAll()
@@ -476,11 +475,11 @@ final class ResponseCacheTests: MockServerTestCase {
     /// 40 times as long (linear is about 10; the old way was over 100).
     func testMakingRoomForALargeAnswerTakesLinearTime() async throws {
         func fillAndEvict(_ count: Int) async -> (seconds: TimeInterval, cache: RestManager.ResponseCache) {
-            let cache = RestManager.ResponseCache(maximumBytes: count * 100)
+            let cache = RestManager.ResponseCache(maximumBytes: count * 1_000)
             let started = Date()
             for index in 0...count {
                 let url = URL(string: "http://127.0.0.1:1/\(index)")!
-                let size = index == count ? count * 100 - 1 : 100
+                let size = index == count ? count * 1_000 - 1_000 : 100
                 let http = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["ETag": "\"e\""])
                 let results = RestManager.Results(withData: Data(count: size), response: RestManager.Response(fromURLResponse: http), error: nil)
                 _ = await cache.decide(after: results, for: URLRequest(url: url), attempt: 1)
@@ -606,10 +605,14 @@ final class ResponseCacheTests: MockServerTestCase {
     /// An answer reached through a redirect is not stored under the URL asked for: that URL may redirect elsewhere next
     /// time (a 302 has no freshness of its own, RFC 9111 §4.2.2). Before, `/avatar` kept serving the old picture its
     /// redirect no longer pointed to, for the picture's max-age.
-    func testAnAnswerReachedThroughARedirectIsNotStoredUnderTheFirstURL() {
+    /// A redirected GET's final answer is stored under the URL asked for, never fresh (the redirect may lead
+    /// elsewhere next time): the next GET asks with its validator, and a 304 from where it leads delivers it.
+    func testARedirectedAnswerIsStoredUnderTheRequestsURLAndRevalidated() {
         for name in ["one", "two"] {
-            server.stub(path: "/\(name)") { _ in
-                MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=3600"), ("ETag", "\"\(name)\"")], body: Data(name.utf8))
+            server.stub(path: "/\(name)") { request in
+                let etag = "\"\(name)\""
+                if request.header("If-None-Match") == etag { return MockServer.Response(status: 304, headers: [("ETag", etag)]) }
+                return MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=3600"), ("ETag", etag)], body: Data(name.utf8))
             }
         }
         let version = VersionBox()
@@ -617,13 +620,16 @@ final class ResponseCacheTests: MockServerTestCase {
             MockServer.Response(status: 302, headers: [("Location", version.value == 1 ? "/one" : "/two")])
         }
         XCTAssertEqual(send(.get, "/avatar").data, Data("one".utf8))
+        let again = send(.get, "/avatar")
+        XCTAssertEqual(again.data, Data("one".utf8))
+        XCTAssertEqual(cacheStatus(again), "revalidated")
         version.value = 2
-        let second = send(.get, "/avatar")
-        XCTAssertEqual(second.data, Data("two".utf8))
-        XCTAssertNil(cacheStatus(second))
-        XCTAssertNil(server.receivedRequests.last?.header("If-None-Match"), "no entry to revalidate")
-        XCTAssertEqual(server.receivedRequests.map(\.path), ["/avatar", "/one", "/avatar", "/two"])
-        XCTAssertEqual(cacheStatus(send(.get, "/two")), nil, "stored under neither URL")
+        let moved = send(.get, "/avatar")
+        XCTAssertEqual(moved.data, Data("two".utf8))
+        XCTAssertNil(cacheStatus(moved))
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/avatar", "/one", "/avatar", "/one", "/avatar", "/two"])
+        XCTAssertEqual(conditions(), ["-", "-", "\"one\"", "\"one\"", "\"one\"", "\"one\""])
+        XCTAssertEqual(cacheStatus(send(.get, "/avatar")), "revalidated", "the new answer replaced the old")
     }
 
     /// RFC 9111 §3.2: a 304's `Content-Length` describes the 304 (no body), not the stored body: it is not merged. Before,
@@ -778,6 +784,217 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(cacheStatus(second), "revalidated")
         XCTAssertEqual(second.data, first.data)
         XCTAssertEqual(server.receivedRequests.last?.header("If-None-Match"), etag)
+    }
+
+    // MARK: - Default-deny keying, logout, 304s, memory, RFC 9111 details
+
+    /// The session's cookie store adds `Cookie` after the interceptors ran: the cache keys on the store's cookies for
+    /// the URL itself. alice's fresh answer is hers; after her logout nobody gets it, and bob gets his own.
+    func testCookiesTheSessionAddsKeyTheEntriesAndLogoutWorks() throws {
+        server.stub(path: "/login") { request in
+            let user = request.query("user") ?? "-"
+            return MockServer.Response(status: 204, headers: [("Set-Cookie", "sid=\(user); Path=/")])
+        }
+        server.stub(path: "/private") { request in
+            let body = "for " + (request.header("Cookie") ?? "nobody")
+            return MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60"), ("Vary", "Cookie")], body: Data(body.utf8))
+        }
+        let store = HTTPCookieStorage.shared
+        let clear = { store.cookies(for: self.url("/"))?.forEach(store.deleteCookie) }
+        clear()
+        defer { clear() }
+        let configuration = URLSessionConfiguration.default
+        configuration.httpCookieStorage = store
+        let session = RestManager(configuration: configuration)
+        session.interceptors.append(RestManager.ResponseCache(cookieStorage: store))
+        var seen: [String] = []
+        for step in ["alice", "again", "logout", "bob", "again"] {
+            switch step {
+            case "alice", "bob": XCTAssertEqual(send(.get, "/login?user=\(step)", using: session).statusCode, 204)
+            case "logout": clear()
+            default: break
+            }
+            let results = send(.get, "/private", using: session)
+            seen.append("\(String(decoding: results.data ?? Data(), as: UTF8.self)) \(cacheStatus(results) ?? "sent")")
+        }
+        XCTAssertEqual(seen, ["for sid=alice sent", "for sid=alice fresh", "for nobody sent", "for sid=bob sent", "for sid=bob fresh"])
+    }
+
+    /// Default-deny: any header outside the harmless set keys the entries, whatever its name; harmless ones and the
+    /// names given as `ignoring` do not.
+    func testEveryHeaderButTheHarmlessAndIgnoredOnesKeysTheEntries() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        var statuses: [String] = []
+        for name in ["X-Credential", "X-Jwt-Assertion", "X-Signature", "X-Csrf", "X-Tenant", "X-User", "X-Request-ID"] {
+            cache.removeAll()
+            for value in ["alice", "alice", "bob", nil] {
+                var request = RestManager.Request(url: url("/doc"))
+                if let value { request.headers.add(value: value, forKey: name) }
+                statuses.append(cacheStatus(send(request)) ?? "sent")
+            }
+        }
+        XCTAssertEqual(statuses, Array(repeating: ["sent", "fresh", "sent", "sent"], count: 7).flatMap { $0 })
+        let ignoring = RestManager()
+        ignoring.interceptors.append(RestManager.ResponseCache(ignoring: ["x-request-id"]))
+        var harmless: [String] = []
+        for call in 1...3 {
+            var request = RestManager.Request(url: url("/doc"))
+            request.headers.add(value: "id-\(call)", forKey: "X-Request-ID")
+            for name in ["Accept", "Accept-Language", "User-Agent", "Pragma"] { request.headers.add(value: "v\(call)", forKey: name) }
+            harmless.append(cacheStatus(send(request, using: ignoring)) ?? "sent")
+        }
+        XCTAssertEqual(harmless, ["sent", "fresh", "fresh"])
+        XCTAssertEqual(RestManager.ResponseCache.harmlessHeaders.count, 16)
+    }
+
+    /// A caller gets a 304 only if it asked a conditional question itself: 1,200 revalidations in flight at once
+    /// each get the stored 200 of their own URL (the cache's question is marked on its own request).
+    func testTwelveHundredRevalidationsInFlightNeverGetABare304() {
+        server.stub(path: "/r/*") { request in
+            let etag = "\"\(request.path)\""
+            if request.header("If-None-Match") == etag { return MockServer.Response(status: 304, headers: [("ETag", etag)]) }
+            return MockServer.Response(status: 200, headers: [("ETag", etag), ("Cache-Control", "no-cache")], body: Data(request.path.utf8))
+        }
+        for index in 0..<12 { XCTAssertEqual(send(.get, "/r/\(index)").statusCode, 200) }
+        let results = ResultBox<String>()
+        let group = DispatchGroup()
+        for call in 0..<1_200 {
+            group.enter()
+            rest.makeRequest(toURL: url("/r/\(call % 12)"), withHttpMethod: .get) { answer in
+                let body = String(decoding: answer.data ?? Data(), as: UTF8.self)
+                results.set("\(answer.statusCode ?? 0) \(body == "/r/\(call % 12)") \(Self.cacheStatus(answer) ?? "-")")
+                group.leave()
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
+        XCTAssertEqual(Set(results.all), ["200 true revalidated"])
+        XCTAssertEqual(results.count, 1_200)
+    }
+
+    /// `maximumBytes` bounds headers and keys too: 300 answers with 16 KB of headers and empty bodies through a socket,
+    /// then 100,000 through `decide`, keep the cache's count and the heap within the bound (plus a constant).
+    func testTheBoundCountsHeadersAndKeysAndHoldsForAHundredThousandEntries() async throws {
+        let padding = String(repeating: "p", count: 16_000)
+        server.stub(path: "/h/*") { request in
+            request.header("If-None-Match") == "\"e\""
+                ? MockServer.Response(status: 304, headers: [("ETag", "\"e\"")])
+                : MockServer.Response(status: 200, headers: [("ETag", "\"e\""), ("X-Padding", padding)], body: Data())
+        }
+        let small = RestManager.ResponseCache(maximumBytes: 256 << 10)
+        let manager = RestManager()
+        manager.interceptors.append(small)
+        for index in 0..<300 { _ = await manager.makeRequest(RestManager.Request(url: url("/h/\(index)"))) }
+        XCTAssertLessThanOrEqual(small.currentBytes, 256 << 10)
+        XCTAssertGreaterThan(small.currentBytes, 13 * 16_000, "the last ones are kept")
+        let last = await manager.makeRequest(RestManager.Request(url: url("/h/299")))
+        XCTAssertEqual(cacheStatus(last), "revalidated")
+
+        let bound = 1 << 20
+        let large = RestManager.ResponseCache(maximumBytes: bound)
+        let before = heap_statistics_live_bytes()
+        for index in 0..<100_000 {
+            let address = URL(string: "http://127.0.0.1:9/u/\(index)")!
+            let response = HTTPURLResponse(
+                url: address, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["ETag": "\"e\"", "X-Padding": padding])!
+            let results = RestManager.Results(withData: Data(), response: RestManager.Response(fromURLResponse: response), error: nil)
+            _ = await large.decide(after: results, for: URLRequest(url: address), attempt: 1)
+        }
+        let growth = Int(heap_statistics_live_bytes()) - Int(before)
+        XCTAssertLessThanOrEqual(large.currentBytes, bound)
+        XCTAssertGreaterThan(large.currentBytes, bound / 2)
+        if before > 0 { XCTAssertLessThan(growth, bound + (4 << 20), "heap growth \(growth) bytes") }
+    }
+
+    /// RFC 9110 §4.2.3: host case and percent-encoded unreserved characters do not make another resource; a POST to
+    /// `LOCALHOST` invalidates what `localhost` stored.
+    func testURLsAreComparedNormalized() {
+        serve(headers: [("Cache-Control", "max-age=60")])
+        let port = server.baseURL.port ?? 0
+        XCTAssertNil(cacheStatus(send(.get, "/doc")))
+        XCTAssertEqual(cacheStatus(send(.get, "/%64oc")), "fresh", "%64 is d")
+        XCTAssertEqual(cacheStatus(send(.get, "/doc", base: "http://127.0.0.1:\(port)")), "fresh")
+        server.stub("POST", path: "/doc", response: MockServer.Response(status: 204))
+        XCTAssertEqual(send(.post, "/doc", base: "HTTP://127.0.0.1:\(port)").statusCode, 204)
+        XCTAssertNil(cacheStatus(send(.get, "/doc")), "the POST with an upper-case scheme invalidated it")
+        XCTAssertEqual(server.receivedRequests.map(\.method), ["GET", "POST", "GET"])
+    }
+
+    /// RFC 9111 §4.4: a successful POST also invalidates its same-origin `Location` and `Content-Location`, never
+    /// another origin's.
+    func testAnUnsafeMethodInvalidatesItsSameOriginLocationAndContentLocation() {
+        let port = server.baseURL.port ?? 0
+        for path in ["/doc", "/list", "/cl"] {
+            server.stub(
+                "GET", path: path, response: MockServer.Response(status: 200, headers: [("Cache-Control", "max-age=60")], body: Data(path.utf8)))
+        }
+        server.stub(
+            "POST", path: "/list",
+            response: MockServer.Response(status: 201, headers: [("Location", "/doc"), ("Content-Location", "http://localhost:\(port)/cl")]))
+        for path in ["/doc", "/cl"] { _ = send(.get, path) }
+        _ = send(.get, "/cl", base: "http://localhost:\(port)")
+        XCTAssertEqual(send(.post, "/list").statusCode, 201)
+        XCTAssertNil(cacheStatus(send(.get, "/doc")), "Location, same origin: invalidated")
+        XCTAssertEqual(cacheStatus(send(.get, "/cl")), "fresh", "127.0.0.1's /cl was not named")
+        XCTAssertEqual(cacheStatus(send(.get, "/cl", base: "http://localhost:\(port)")), "fresh", "another origin's is kept")
+    }
+
+    /// RFC 9111 §5.2.2.5: a 304 that says `no-store` answers its call, then the entry is gone: the next GET asks
+    /// without validators. `private` answers are this private cache's to serve fresh (§5.2.2.7).
+    func testA304WithNoStoreRemovesTheEntryAndPrivateAnswersAreServed() {
+        serve(headers: [("Cache-Control", "no-cache")])
+        _ = send(.get, "/doc")
+        server.stub(path: "/doc") { request in
+            request.header("If-None-Match") == nil
+                ? MockServer.Response(status: 200, headers: [("ETag", "\"v2\"")], body: Data("body 2".utf8))
+                : MockServer.Response(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "no-store")])
+        }
+        let revalidated = send(.get, "/doc")
+        XCTAssertEqual(revalidated.data, Data("body 1".utf8))
+        XCTAssertEqual(cacheStatus(revalidated), "revalidated")
+        XCTAssertEqual(send(.get, "/doc").data, Data("body 2".utf8))
+        XCTAssertEqual(conditions(), ["-", "\"v1\"", "-"])
+        server.stub(
+            path: "/private", response: MockServer.Response(status: 200, headers: [("Cache-Control", "private, max-age=60")], body: Data("mine".utf8))
+        )
+        _ = send(.get, "/private")
+        XCTAssertEqual(cacheStatus(send(.get, "/private")), "fresh")
+    }
+
+    /// 2,000 GETs of 200 URLs from 16 threads for two users, half of the URLs revalidating: every caller gets the body
+    /// of its own URL and user (the suite runs under ThreadSanitizer in CI).
+    func testTwoThousandConcurrentGetsOfTwoHundredURLsForTwoUsers() {
+        server.stub(path: "/u/*") { request in
+            let user = request.header("Authorization") ?? "-"
+            let index = Int(request.path.dropFirst(3)) ?? 0
+            let etag = "\"\(request.path) \(user)\""
+            let control = index % 2 == 0 ? "max-age=60" : "no-cache"
+            if request.header("If-None-Match") == etag {
+                return MockServer.Response(status: 304, headers: [("ETag", etag), ("Cache-Control", control)])
+            }
+            return MockServer.Response(status: 200, headers: [("ETag", etag), ("Cache-Control", control)], body: Data("\(request.path) \(user)".utf8))
+        }
+        let wrong = ResultBox<String>()
+        let group = DispatchGroup()
+        let rest = self.rest!
+        let base = server.baseURL.absoluteString
+        DispatchQueue.concurrentPerform(iterations: 16) { thread in
+            for call in 0..<125 {
+                let index = (thread * 125 + call) % 200
+                let user = call % 2 == 0 ? "Bearer alice" : "Bearer bob"
+                var request = RestManager.Request(url: URL(string: base + "/u/\(index)")!)
+                request.headers.add(value: user, forKey: "Authorization")
+                group.enter()
+                rest.makeRequest(request) { results in
+                    let body = String(decoding: results.data ?? Data(), as: UTF8.self)
+                    if results.statusCode != 200 || body != "/u/\(index) \(user)" {
+                        wrong.set("\(index) \(user): \(results.statusCode ?? 0) \(body)")
+                    }
+                    group.leave()
+                }
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
+        XCTAssertEqual(wrong.all, [])
     }
 }
 
