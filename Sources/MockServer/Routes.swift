@@ -225,7 +225,9 @@ enum TestEndpoints {
             return .stub(.streamed(tokens.map { .init(after: interval, "\($0.1)\n") }, contentType: "text/plain; charset=utf-8"))
         }
         let events = tokens.map { MockServer.Response.Event(id: String($0.0), data: $0.1, after: interval) }
-        return .stub(.events(events + [.init(id: String(count), event: "done", data: "[DONE]", after: interval)]))
+        // The last event asks for a reconnection 0.1 s later (answered 204: the end), not after the default 3 s.
+        let done = MockServer.Response.Event(id: String(count), event: "done", data: "[DONE]", retry: 100, after: interval)
+        return .stub(.events(events + [done]))
     }
 
     /// The largest `/_test/bytes/N` (64 GiB): bodies are generated while written, never held.

@@ -1,7 +1,6 @@
 //  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
-//  platforms. Needs only Foundation and Dispatch; `nonisolated` and `@concurrent` keep its work off the main actor in
-//  any app target. Outline: Public API (state, tutorial calls, async, utilities, values, streaming), Nested types,
-//  Request building and encoding, Transport (session, stream buffer, body seam, exchange, delegate), Private helpers.
+//  platforms; needs only Foundation and Dispatch. `nonisolated` and `@concurrent` keep its work off the main actor in
+//  any app target. Outline: public API, nested types, request building and encoding, transport, private helpers.
 
 public import Foundation
 #if canImport(FoundationNetworking)
@@ -12,7 +11,6 @@ public import Dispatch
 /// A small REST client: set headers, query and body parameters, then call `makeRequest`.
 /// ```swift
 /// let rest = RestManager()
-/// rest.requestHttpHeaders.add(value: "application/json", forKey: "Content-Type")
 /// rest.urlQueryParameters.add(value: "2", forKey: "page")
 /// rest.makeRequest(toURL: URL(string: "https://reqres.in/api/users")!, withHttpMethod: .get) { results in
 ///     print(results.response?.httpStatusCode ?? 0)
@@ -25,6 +23,9 @@ public import Dispatch
 nonisolated public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: request state
+
+    /// This library's version (semantic versioning); requests say `User-Agent: RestManager/<version>` unless set.
+    public static let version = "3.0.0"
 
     /// Headers sent with every `makeRequest`. Lookups ignore the case of the name. Headers that frame the message
     /// (`Content-Length`, `Transfer-Encoding`, `Host`, `Connection`, …) are refused with `.invalidHeader`.
@@ -392,6 +393,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
     /// HTTP methods. The raw values are the tutorial's; `name` is what goes on the wire.
     public enum HttpMethod: String, Sendable, CaseIterable {
+        /// GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS (RFC 9110 §9.3, RFC 5789), sent upper-case.
         case get, post, put, patch, delete, head, options
         /// The method as sent: upper-case (Foundation on Linux sends others verbatim).
         public var name: String { rawValue.uppercased() }
@@ -656,7 +658,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             case let .unacceptableStatusCode(code, body):
                 "The server answered with HTTP status \(code) (\(body.count) bytes of body)."
             case let .emptyBody(code): "The answer (HTTP \(code)) has no body to decode."
-            case let .decodingFailed(error): "The body could not be decoded: \(error)."
+            case let .decodingFailed(error): "The body could not be decoded (\(error))."
             case let .responseTooLarge(limit):
                 "The response body is larger than \(limit) bytes; raise RestManager.maximumResponseSize (nil for no "
                     + "limit) to accept it."
@@ -1124,7 +1126,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
     }
 
     enum RequestBuilder {
-        static let userAgent = "RestManager/2.0"
+        static let userAgent = "RestManager/" + RestManager.version
 
         static func build(_ value: Request, snapshot: Snapshot) throws -> URLRequest {
             let timeout = value.timeoutInterval ?? snapshot.timeout
@@ -1137,8 +1139,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             var request = URLRequest(
                 url: try urlWithQuery(try resolve(value.url, against: snapshot.baseURL), query: value.queryParameters))
             if method != .get { request.httpMethod = method.name }
-            // Foundation on Linux truncates its timer to whole seconds (0.5 fires at once) and traps beyond Int ms:
-            // the library enforces the deadline, Foundation's only comes later (10^8 s is "never").
+            // The library enforces the deadline: Linux's timer is whole seconds and traps past Int ms (10^8 s: never).
             request.timeoutInterval = min(timeout, 1e8).rounded(.up) + 1
             var headers = snapshot.headers.ignoringKeyCase()
             // The request's own headers win over the manager's of the same name.
@@ -2232,8 +2233,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
             }
             guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
-            // URLSession must never follow a redirect itself (secrets would go to another origin unchecked); if an SDK
-            // ever stops calling the hook, fail loudly instead of silently.
+            // URLSession must never follow a redirect itself (secrets would go elsewhere unchecked): fail loudly.
             if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url,
                 original != current
             {

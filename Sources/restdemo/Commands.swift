@@ -128,9 +128,14 @@ enum Commands {
             + "\n\n" + globalHelp + "\n\nTry it without internet: restdemo --offline tour"
     }
 
+    /// A command's help: its options, an example, and the global options but those it gives a meaning of its own
+    /// (a transfer's `--timeout` is how long it may go without a byte, not a limit per request).
     static func help(for spec: CommandSpec) -> String {
-        "usage: \(spec.usage)\n\n\(spec.summary)." + (spec.details.isEmpty ? "" : "\n\nOptions:\n" + spec.details)
-            + (examples[spec.name].map { "\n\nExample:\n  \($0)" } ?? "") + "\n\n" + globalHelp
+        let own = Set(spec.details.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) })
+        let global = globalHelp.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { line in !own.contains(line.split(separator: " ").first.map(String.init) ?? "") }
+        return "usage: \(spec.usage)\n\n\(spec.summary)." + (spec.details.isEmpty ? "" : "\n\nOptions:\n" + spec.details)
+            + (examples[spec.name].map { "\n\nExample:\n  \($0)" } ?? "") + "\n\n" + global.joined(separator: "\n")
     }
 
     static func run(_ command: String, _ invocation: Invocation) async throws {

@@ -31,7 +31,7 @@ struct Exit: Error {
 
 @main
 enum RestDemo {
-    static let version = "restdemo 2.0.0 (RestManager 2.0)"
+    static let version = "restdemo \(RestManager.version) (RestManager \(RestManager.version))"
 
     static func main() async {
         let code = await run(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment)
@@ -87,6 +87,23 @@ enum RestDemo {
 enum Output {
     static func line(_ text: String) {
         write(Data((text + "\n").utf8))
+    }
+
+    /// Server text made safe for a terminal, as `cat -v` shows it: control characters (C0 but tab, DEL, C1) become
+    /// `^X` and `M-^X`, so that a server cannot set the terminal's title, clear it or write the clipboard (OSC 0,
+    /// CSI 2J, OSC 52).
+    static func visible(_ text: String) -> String {
+        var shown = ""
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x09: shown.unicodeScalars.append(scalar)
+            case 0x00..<0x20: shown += "^" + String(UnicodeScalar(UInt8(scalar.value + 0x40)))
+            case 0x7F: shown += "^?"
+            case 0x80..<0xA0: shown += "M-^" + String(UnicodeScalar(UInt8(scalar.value - 0x80 + 0x40)))
+            default: shown.unicodeScalars.append(scalar)
+            }
+        }
+        return shown
     }
 
     static func raw(_ data: Data) {

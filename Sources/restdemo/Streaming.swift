@@ -20,29 +20,33 @@ extension Client {
         let rest = rest
         try await untilInterrupted(url) {
             let (body, _) = try await rest.stream(RestManager.Request(url: url))
-            for try await line in body.lines { Output.line(line) }
+            for try await line in body.lines { Output.line(Output.visible(line)) }
         }
     }
 
-    /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n). Each reconnection is a
-    /// line on stderr, --verbose or not: a server that is down is retried for ever, and the user should see why.
+    /// Prints one line per Server-Sent Event: its type, ID and data (line breaks shown as \n, control characters
+    /// escaped). Each reconnection after a failure (refused, a network error, a quiet stream) is a line on stderr,
+    /// --verbose or not: a server that is down is retried for ever, and the user should see why. A stream that ended
+    /// is reconnected to quietly, as WHATWG's normal course (--verbose shows it).
     func events(_ invocation: Invocation) async throws {
         let url = try absoluteURL(invocation.positionals.first, command: "events")
         prepareForTransfer(to: url)
         let rest = rest
         if !options.verbose {
             rest.eventHandler = { event in
-                guard case .retrying = event else { return }
+                guard case let .retrying(_, _, _, reason) = event, !reason.hasPrefix("the event stream ended") else {
+                    return
+                }
                 // A quiet stream's reason names the library's property; here the setting is --timeout.
                 let line = "\(event)".replacingOccurrences(
                     of: "raise the manager's idleTimeoutInterval to wait longer", with: "raise --timeout to wait longer")
-                Output.diagnostic("restdemo: \(line)")
+                Output.diagnostic("restdemo: \(Output.visible(line))")
             }
         }
         try await untilInterrupted(url) {
             for try await event in rest.events(for: RestManager.Request(url: url)) {
                 let data = event.data.replacingOccurrences(of: "\n", with: "\\n")
-                Output.line("\(event.event)\t\(event.id ?? "-")\t\(data)")
+                Output.line(Output.visible("\(event.event)\t\(event.id ?? "-")\t\(data)"))
             }
         }
     }

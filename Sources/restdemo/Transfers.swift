@@ -25,7 +25,19 @@ extension Client {
     func download(_ url: URL, to destination: URL, quiet: Bool) async throws -> URL {
         prepareForTransfer(to: url)
         if options.verbose { Output.diagnostic("> download \(url.absoluteString) to \(destination.path)") }
-        let bar = ProgressBar(quiet: quiet)
+        let onDisk = (try? FileManager.default.attributesOfItem(atPath: destination.path + ".part")[.size] as? Int64) ?? 0
+        let bar = ProgressBar(quiet: quiet, alreadyDone: onDisk)
+        // Ctrl-C keeps the partial file: say where, and how to go on.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler {
+            bar.clear()
+            Output.error("interrupted; what arrived is kept in \(destination.path).part: run the same command again to resume")
+            fflush(nil)
+            _exit(130)
+        }
+        interrupt.resume()
+        defer { interrupt.cancel() }
         do {
             let saved = try await rest.download(fromURL: url, to: destination, progress: { bar.show($0) })
             bar.finish()
@@ -98,11 +110,17 @@ final class ProgressBar: @unchecked Sendable {
     private let lock = NSLock()
     private let quiet: Bool
     private let terminal = isatty(2) == 1
-    private let started = Date()
+    /// The bytes already on disk (a resumed download's) when this run began: the rate and the time left count only
+    /// what moved since.
+    private let first: (bytes: Int64, at: Date)
     private var lastLine = Date.distantPast
+    private var printed: String?
     private var shown: RestManager.TransferProgress?
 
-    init(quiet: Bool) { self.quiet = quiet }
+    init(quiet: Bool, alreadyDone: Int64 = 0) {
+        self.quiet = quiet
+        first = (alreadyDone, Date())
+    }
 
     func show(_ progress: RestManager.TransferProgress) {
         lock.lock()
@@ -110,16 +128,21 @@ final class ProgressBar: @unchecked Sendable {
         shown = progress
         guard !quiet, terminal || Date().timeIntervalSince(lastLine) >= 2 else { return }
         lastLine = Date()
-        let line = Self.line(progress, seconds: lastLine.timeIntervalSince(started))
-        Output.diagnostic((terminal ? "\r\u{1B}[K" : "") + line, lineEnd: terminal ? "" : "\n")
+        print(Self.line(progress, since: first), final: false)
+    }
+
+    /// A line, unless it is the one printed last (a plain line is never printed twice).
+    private func print(_ line: String, final: Bool) {
+        guard terminal || line != printed else { return }
+        printed = line
+        Output.diagnostic((terminal ? "\r\u{1B}[K" : "") + line, lineEnd: terminal && !final ? "" : "\n")
     }
 
     func finish() {
         lock.lock()
         defer { lock.unlock() }
         guard !quiet, let shown else { return }
-        let line = Self.line(shown, seconds: Date().timeIntervalSince(started))
-        Output.diagnostic((terminal ? "\r\u{1B}[K" : "") + line)
+        print(Self.line(shown, since: first), final: true)
         self.shown = nil
     }
 
@@ -131,9 +154,12 @@ final class ProgressBar: @unchecked Sendable {
         shown = nil
     }
 
-    /// `42%  420.0 MiB of 1.0 GiB  85.3 MiB/s  8 s left`; without a size, bytes and rate only.
-    static func line(_ progress: RestManager.TransferProgress, seconds: TimeInterval) -> String {
-        let rate = seconds > 0 ? Double(progress.completedBytes) / seconds : 0
+    /// `42%  420.0 MiB of 1.0 GiB  85.3 MiB/s  8 s left`; without a size, bytes and rate only. The rate counts the
+    /// bytes moved since `first`, so a resumed download's bytes on disk do not inflate it.
+    static func line(_ progress: RestManager.TransferProgress, since first: (bytes: Int64, at: Date)) -> String {
+        let seconds = Date().timeIntervalSince(first.at)
+        let moved = Double(progress.completedBytes - first.bytes)
+        let rate = seconds > 0 && moved > 0 ? moved / seconds : 0
         var parts = [bytes(Double(progress.completedBytes))]
         if let total = progress.totalBytes, let fraction = progress.fractionCompleted {
             parts = ["\(Int(fraction * 100))%", parts[0] + " of " + bytes(Double(total))]

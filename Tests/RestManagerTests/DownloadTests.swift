@@ -5,8 +5,9 @@ import MockServer
 
 /// `download(fromURL:to:)`: bytes to disk as they arrive, atomic appearance, resume with Range/If-Range.
 final class DownloadTests: MockServerTestCase {
-    /// 100 MiB; `RESTMANAGER_LARGE_TRANSFER_BYTES` makes it smaller under the sanitizers.
-    static let largeSize = ProcessInfo.processInfo.environment["RESTMANAGER_LARGE_TRANSFER_BYTES"].flatMap { Int($0) } ?? 104_857_600
+    /// 100 MiB; `RESTMANAGER_LARGE_TRANSFER_BYTES` makes it smaller under the sanitizers (16 MiB in a quick run).
+    static let largeSize =
+        ProcessInfo.processInfo.environment["RESTMANAGER_LARGE_TRANSFER_BYTES"].flatMap { Int($0) } ?? (TestScale.quick ? 16 << 20 : 104_857_600)
 
     /// The mock's generated files: byte i is i mod 251.
     private func pattern(_ range: Range<Int>) -> Data { Data(range.map { UInt8($0 % 251) }) }

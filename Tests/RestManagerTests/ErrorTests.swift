@@ -72,7 +72,8 @@ final class ErrorTests: MockServerTestCase {
         }
         XCTAssertTrue(CustomError.transport(URLError(.notConnectedToInternet)).description.hasPrefix("Network error -1009: "))
         let decoding = CustomError.decodingFailed(CocoaError(.coderValueNotFound)).description
-        XCTAssertTrue(decoding.hasPrefix("The body could not be decoded: "), decoding)
+        XCTAssertTrue(decoding.hasPrefix("The body could not be decoded ("), decoding)
+        XCTAssertTrue(decoding.hasSuffix(").") && !decoding.contains(".."), decoding)
     }
 
     /// `isCancellation` is true for `.cancelled` only: a caller that skips its error message for a cancel must still see

@@ -43,7 +43,7 @@ final class MethodAndHeaderTests: MockServerTestCase {
 
     func testDefaultHeadersAreSetAndCallerHeadersWin() throws {
         var echo = try echo(send(.get, "/_test/echo"))
-        XCTAssertEqual(echo.header("User-Agent"), "RestManager/2.0")
+        XCTAssertEqual(echo.header("User-Agent"), "RestManager/3.0.0")
         XCTAssertEqual(echo.header("Accept"), "*/*")
         rest.requestHttpHeaders.add(value: "application/json", forKey: "accept")
         rest.requestHttpHeaders.add(value: "MyApp/2", forKey: "user-agent")
@@ -57,7 +57,7 @@ final class MethodAndHeaderTests: MockServerTestCase {
     func testTheBuiltRequestCarriesTheDefaultHeaders() throws {
         let request = try rest.makeURLRequest(toURL: url("/_test/echo"), withHttpMethod: .get)
         XCTAssertEqual(request.value(forHTTPHeaderField: "Accept"), "*/*")
-        XCTAssertEqual(request.value(forHTTPHeaderField: "User-Agent"), "RestManager/2.0")
+        XCTAssertEqual(request.value(forHTTPHeaderField: "User-Agent"), "RestManager/3.0.0")
     }
 
     func testALoneCROrNULInAHeaderValueIsRefused() {

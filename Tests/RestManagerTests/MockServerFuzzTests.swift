@@ -25,7 +25,8 @@ final class MockServerFuzzTests: MockServerTestCase {
         return seed
     }()
 
-    private static let count = ProcessInfo.processInfo.environment["RESTMANAGER_FUZZ_COUNT"].flatMap { Int($0) } ?? 100_000
+    private static let count =
+        ProcessInfo.processInfo.environment["RESTMANAGER_FUZZ_COUNT"].flatMap { Int($0) } ?? (TestScale.quick ? 5_000 : 100_000)
 
     func testParserAndRouterTakeExtremeRequestsSplitAnywhere() {
         var generator = SeededGenerator(seed: Self.seed)

@@ -29,6 +29,21 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertEqual(run.stdout, "note\ta\ttwo\\nlines\n")
     }
 
+    /// A hostile server's escape sequences (set the title: OSC 0; clear the screen: CSI 2J; write the clipboard:
+    /// OSC 52; a C1 CSI) reach the terminal escaped, as `cat -v` shows them; a tab stays a tab.
+    func testControlCharactersFromTheServerAreShownEscaped() throws {
+        let hostile = "\u{1B}]0;pwned\u{07}title\u{1B}[2Jclear\u{1B}]52;c;aGk=\u{07}\u{9B}31m\u{7F}\tend"
+        server.enqueue(.events([.init(id: "7", event: "note\u{1B}", data: hostile)]))
+        server.enqueue(MockServer.Response(status: 204))
+        let events = try restdemo(["events", "/hostile"])
+        XCTAssertEqual(events.status, 0, events.stderr)
+        XCTAssertEqual(events.stdout, "note^[\t7\t^[]0;pwned^Gtitle^[[2Jclear^[]52;c;aGk=^GM-^[31m^?\tend\n")
+        server.stub(path: "/hostile-lines", response: MockServer.Response(status: 200, body: Data("ok\n\u{1B}]0;x\u{07}\u{1B}c\n".utf8)))
+        let stream = try restdemo(["stream", "/hostile-lines"])
+        XCTAssertEqual(stream.status, 0, stream.stderr)
+        XCTAssertEqual(stream.stdout, "ok\n^[]0;x^G^[c\n", stream.stderr)
+    }
+
     func testANon2xxAnswerIsOneLineOnStderrAndExit1() throws {
         let run = try restdemo(["stream", "/_test/status/503"])
         XCTAssertEqual(run.status, 1)
@@ -57,25 +72,45 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertEqual(run.stderr, "restdemo: missing URL (see 'restdemo events --help')\n")
     }
 
-    /// A server that ends every stream is reconnected to for ever, as WHATWG says: each reconnection is a line on
-    /// stderr, --verbose or not, so a user sees why nothing comes. Before, nothing was printed.
-    func testEachReconnectionIsALineOnStderr() throws {
-        server.stub("GET", path: "/ends", response: .events([.init(data: "one", retry: 50)]))
-        let (child, folder, out, err) = try startEvents("/ends")
+    /// A server that is down is reconnected to for ever, as WHATWG says: each reconnection is a line on stderr,
+    /// --verbose or not, so a user sees why nothing comes. A stream that ended normally is reconnected to quietly.
+    func testEachReconnectionAfterAFailureIsALineOnStderr() throws {
+        let gone = MockServer()
+        try gone.start()
+        let down = gone.baseURL.absoluteString + "/down"
+        gone.stop()
+        let (child, folder, _, err) = try startEvents(down)
         defer { try? FileManager.default.removeItem(at: folder) }
-        // Two reconnections reported: the second comes after the second connection's event.
         let deadline = Date(timeIntervalSinceNow: 60)
         while ChildProcess.readFile(err).components(separatedBy: "\n").count < 3, Date() < deadline { usleep(10_000) }
         child.interrupt()
         XCTAssertEqual(child.waitForExit().status, 130)
-        let lines = ChildProcess.readFile(err).split(separator: "\n").prefix(2)
-        let expected = (1...2).map { attempt in
-            "restdemo: retrying GET \(server.baseURL.absoluteString)/ends after attempt \(attempt) in 0.05 s: "
-                + "the event stream ended"
+        let lines = ChildProcess.readFile(err).split(separator: "\n").prefix(2).map(String.init)
+        XCTAssertEqual(lines.count, 2, ChildProcess.readFile(err))
+        for (index, line) in lines.enumerated() {
+            XCTAssertTrue(line.hasPrefix("restdemo: retrying GET \(down) after attempt \(index + 1) in "), line)
+            XCTAssertTrue(line.hasSuffix(": network error -1004"), line)
         }
-        XCTAssertEqual(lines.map(String.init), expected)
-        let printed = ChildProcess.readFile(out)
-        XCTAssertTrue(printed.hasPrefix("message\t-\tone\nmessage\t-\tone\n"), printed)
+
+        server.stub("GET", path: "/ends", response: .events([.init(data: "one", retry: 50)]))
+        let (ends, endsFolder, out, endsErr) = try startEvents("/ends")
+        defer { try? FileManager.default.removeItem(at: endsFolder) }
+        while ChildProcess.readFile(out).components(separatedBy: "\n").count < 3, Date() < deadline { usleep(10_000) }
+        ends.interrupt()
+        XCTAssertEqual(ends.waitForExit().status, 130)
+        XCTAssertTrue(ChildProcess.readFile(out).hasPrefix("message\t-\tone\nmessage\t-\tone\n"), ChildProcess.readFile(out))
+        XCTAssertEqual(ChildProcess.readFile(endsErr), "", "a stream that ended is reconnected to quietly")
+    }
+
+    /// The mock's token stream ends without a pause or a line on stderr: its last event asks for a reconnection after
+    /// 0.1 s, which gets the 204 that ends the command.
+    func testTheMocksEventStreamEndsAtOnceAndQuietly() throws {
+        let run = try restdemo(["events", "/_test/events?count=2&interval=0.01"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stderr, "")
+        XCTAssertEqual(run.stdout, "message\t1\tThe\nmessage\t2\tquick\ndone\t2\t[DONE]\n")
+        let body = String(decoding: try XCTUnwrap(try? Data(contentsOf: url("/_test/events?count=1&interval=0"))), as: UTF8.self)
+        XCTAssertTrue(body.hasSuffix("retry: 100\nid: 1\nevent: done\ndata: [DONE]\n\n"), body)
     }
 
     /// A stream that goes quiet for --timeout is reconnected to, and the line says to raise --timeout (the library's

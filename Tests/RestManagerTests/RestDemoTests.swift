@@ -385,7 +385,7 @@ final class RestDemoTests: MockServerTestCase {
         }
         let commandHelp = try restdemo(["users", "--help"], useServer: false)
         XCTAssertTrue(commandHelp.stdout.hasPrefix("usage: restdemo users [--page N] [--per-page N] [--headers]"))
-        XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 2.0.0 (RestManager 2.0)\n")
+        XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 3.0.0 (RestManager 3.0.0)\n")
     }
 
     func testServeWithStubsAnswersFromTheFile() throws {

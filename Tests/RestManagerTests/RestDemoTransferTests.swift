@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import MockServer
 import RestManager
 
 /// `restdemo download` and `restdemo upload`, run as a child process against the mock.
@@ -29,6 +30,78 @@ final class RestDemoTransferTests: MockServerTestCase {
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertEqual(try Data(contentsOf: target), pattern(500_000))
         XCTAssertEqual(server.lastRequest(path: "/_test/files/500000")?.header("Range"), "bytes=123456-")
+    }
+
+    /// A resumed download's rate counts only the bytes this run moved (500,000 bytes were already on disk; the rest
+    /// arrives at 250,000 bytes a second): about 244 KiB/s, where counting the file on disk would say twice that.
+    /// Plain lines (stderr not a terminal) are never printed twice in a row.
+    func testAResumedDownloadsRateCountsOnlyThisRunsBytesAndNoLineRepeats() throws {
+        let whole = pattern(1_000_000)
+        server.stub(path: "/resumable") { request in
+            if request.header("Range") == "bytes=500000-" {
+                let start = 500_000
+                var answer = MockServer.Response(
+                    status: 206, headers: [("ETag", "\"v\""), ("Content-Range", "bytes \(start)-999999/1000000")],
+                    body: whole.subdata(in: start..<1_000_000))
+                answer.bytesPerSecond = 250_000
+                return answer
+            }
+            var cut = MockServer.Response(status: 200, headers: [("ETag", "\"v\"")], body: whole)
+            cut.fault = .closeMidBody
+            return cut
+        }
+        let target = scratch.appendingPathComponent("resumed.bin")
+        let first = try restdemo(["download", url("/resumable").absoluteString, "-o", target.path, "--quiet"])
+        XCTAssertEqual(first.status, 69, first.stderr)
+        let kept = try Data(contentsOf: URL(fileURLWithPath: target.path + ".part")).count
+        XCTAssertTrue(kept == 500_000, "\(kept) bytes kept")
+        let again = try restdemo(["download", url("/resumable").absoluteString, "-o", target.path])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try Data(contentsOf: target), whole)
+        let lines = again.stderr.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.last?.hasPrefix("100%  976.6 KiB of 976.6 KiB  ") == true, again.stderr)
+        let rate = lines.last.flatMap { $0.components(separatedBy: "  ").dropFirst(2).first } ?? ""
+        let perSecond = rate.hasSuffix(" KiB/s") ? Double(rate.dropLast(6)) ?? .infinity : .infinity
+        // 500,000 bytes at 250,000 a second (the throttle lets a first burst go at once): about 244 KiB/s, at most about
+        // 280; counting the 500,000 on disk says twice that, about 490.
+        XCTAssertLessThanOrEqual(perSecond, 300, "this run's rate, not the file's: \(rate)")
+        XCTAssertFalse(zip(lines, lines.dropFirst()).contains { $0 == $1 }, again.stderr)
+    }
+
+    /// Ctrl-C keeps the partial file and says where it is and how to go on; exit 130, as shells expect.
+    func testCtrlCSaysWhereThePartialFileIsAndHowToResume() throws {
+        let binary = try XCTUnwrap(Self.restdemoBinary)
+        let target = scratch.appendingPathComponent("interrupted.bin")
+        let err = scratch.appendingPathComponent("err").path
+        var slow = MockServer.Response(status: 200, headers: [("ETag", "\"s\"")], body: pattern(20_000_000))
+        slow.bytesPerSecond = 1_000_000
+        server.stub(path: "/slow", response: slow)
+        let stalled = url("/slow").absoluteString
+        let child = try ChildProcess(
+            path: binary.path, arguments: ["download", stalled, "-o", target.path, "--quiet"],
+            environment: ProcessInfo.processInfo.environment, stdoutPath: scratch.appendingPathComponent("out").path,
+            stderrPath: err)
+        let part = target.path + ".part"
+        let deadline = Date(timeIntervalSinceNow: 60)
+        let size = { (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? Int) ?? 0 }
+        while size() == 0, Date() < deadline {
+            usleep(10_000)  // waiting for bytes on disk: the event the test needs
+        }
+        child.interrupt()
+        XCTAssertEqual(child.waitForExit().status, 130)
+        XCTAssertGreaterThan(size(), 0)
+        XCTAssertEqual(
+            ChildProcess.readFile(err), "restdemo: interrupted; what arrived is kept in \(part): run the same command again to resume\n")
+    }
+
+    /// A transfer's help lists its own --timeout (idle time), not also the global one (per request).
+    func testATransfersHelpListsTimeoutOnce() throws {
+        for command in ["download", "upload", "stream", "events"] {
+            let help = try restdemo([command, "--help"], useServer: false).stdout
+            XCTAssertEqual(help.components(separatedBy: "--timeout").count - 1, 1, "\(command): \(help)")
+        }
+        let users = try restdemo(["users", "--help"], useServer: false).stdout
+        XCTAssertTrue(users.contains("--timeout SECONDS  per request (default 30)"), users)
     }
 
     /// --timeout is a transfer's idle time: a server that goes quiet ends it with a line that says so.

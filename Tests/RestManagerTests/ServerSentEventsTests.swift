@@ -570,6 +570,6 @@ final class StreamingArticleExampleTests: MockServerTestCase {
         let (body, _) = try await rest.stream(request)
         var lines: [String] = []
         for try await line in body.lines { lines.append(line) }
-        XCTAssertEqual(lines, ["id: 4", "data: fox", "", "id: 5", "data: jumps", "", "id: 5", "event: done", "data: [DONE]", ""])
+        XCTAssertEqual(lines, ["id: 4", "data: fox", "", "id: 5", "data: jumps", "", "retry: 100", "id: 5", "event: done", "data: [DONE]", ""])
     }
 }

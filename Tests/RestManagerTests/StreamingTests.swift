@@ -475,7 +475,8 @@ final class StreamingTests: MockServerTestCase {
         // the sanitizers (RESTMANAGER_LARGE_TRANSFER_BYTES, 16 MiB) a slowed reader could fall 16 MiB behind a
         // loopback flood, which ends a stream by design: there the body is no larger than that bound.
         rest.maximumResponseSize = 1 << 20
-        let size = ProcessInfo.processInfo.environment["RESTMANAGER_LARGE_TRANSFER_BYTES"].flatMap { Int($0) } ?? 268_435_456
+        let size =
+            ProcessInfo.processInfo.environment["RESTMANAGER_LARGE_TRANSFER_BYTES"].flatMap { Int($0) } ?? (TestScale.quick ? 16 << 20 : 268_435_456)
         let (body, _) = try await rest.stream(request("/_test/files/\(size)"))
         var count = 0
         var position = 0

@@ -7,7 +7,9 @@ import RestManager
 /// Many requests from many callers, with random faults and cancellations: every completion exactly once.
 final class StressTests: MockServerTestCase {
     /// 10,000 by default; sanitizer runs in CI set RESTMANAGER_STRESS_REQUESTS lower (they are 5–20× slower).
-    private var total: Int { ProcessInfo.processInfo.environment["RESTMANAGER_STRESS_REQUESTS"].flatMap(Int.init) ?? 10_000 }
+    private var total: Int {
+        ProcessInfo.processInfo.environment["RESTMANAGER_STRESS_REQUESTS"].flatMap(Int.init) ?? (TestScale.quick ? 2_000 : 10_000)
+    }
 
     private final class Ledger: @unchecked Sendable {
         private let lock = NSLock()

@@ -141,7 +141,7 @@ final class ValueRequestTests: MockServerTestCase {
         request.body = Data("x".utf8)
         XCTAssertEqual(
             try rest.curlCommand(for: request),
-            "curl -X PUT '\(server.baseURL.absoluteString)/api/users/2?token=<redacted>' -H 'Accept: */*' -H 'Authorization: <redacted>' -H 'Content-Type: application/octet-stream' -H 'User-Agent: RestManager/2.0' --data-binary 'x'"
+            "curl -X PUT '\(server.baseURL.absoluteString)/api/users/2?token=<redacted>' -H 'Accept: */*' -H 'Authorization: <redacted>' -H 'Content-Type: application/octet-stream' -H 'User-Agent: RestManager/3.0.0' --data-binary 'x'"
         )
         var slow = RestManager.Request(url: URL(string: "_test/hang")!)
         slow.timeoutInterval = 0.3
