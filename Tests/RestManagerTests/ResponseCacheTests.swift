@@ -996,6 +996,27 @@ final class ResponseCacheTests: MockServerTestCase {
         XCTAssertEqual(group.wait(timeout: .now() + 120), .success)
         XCTAssertEqual(wrong.all, [])
     }
+
+    /// RFC 3986 §6.2.3: scheme and host case, the default port and an escaped unreserved character name the same
+    /// resource; another port or scheme is another. On the interceptor API, in process: no server listens on port 80.
+    func testTheDefaultPortAndCaseNameTheSameURL() async throws {
+        let cache = RestManager.ResponseCache()
+        let stored = try XCTUnwrap(URL(string: "http://example.test:80/x"))
+        let http = try XCTUnwrap(
+            HTTPURLResponse(url: stored, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"]))
+        let results = RestManager.Results(withData: Data("x".utf8), response: RestManager.Response(fromURLResponse: http), error: nil)
+        _ = await cache.decide(after: results, for: URLRequest(url: stored), attempt: 1)
+        var served: [String] = []
+        for address in ["http://EXAMPLE.test/x", "HTTP://example.test:80/%78", "http://example.test:8080/x", "https://example.test:443/x"] {
+            do {
+                _ = try await cache.adapt(URLRequest(url: try XCTUnwrap(URL(string: address))), attempt: 1)
+                served.append("sent")
+            } catch is RestManager.Answer {
+                served.append("fresh")
+            }
+        }
+        XCTAssertEqual(served, ["fresh", "fresh", "sent", "sent"])
+    }
 }
 
 final class VersionBox: @unchecked Sendable {
