@@ -20,9 +20,12 @@ nonisolated extension RestManager {
     public var authenticator: Authenticator? {
         get { interceptors.lazy.compactMap { ($0 as? BoundAuthenticator)?.authenticator }.first }
         set {
-            var chain = interceptors.filter { !($0 is BoundAuthenticator) }
-            if let newValue { chain.insert(BoundAuthenticator(authenticator: newValue, manager: self), at: 0) }
-            interceptors = chain
+            // One step under the manager's lock: an append made meanwhile from another thread is neither lost nor undone.
+            let bound = newValue.map { BoundAuthenticator(authenticator: $0, manager: self) }
+            withState { state in
+                state.interceptors.removeAll { $0 is BoundAuthenticator }
+                if let bound { state.interceptors.insert(bound, at: 0) }
+            }
         }
     }
 

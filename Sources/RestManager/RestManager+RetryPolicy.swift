@@ -9,8 +9,8 @@ public import FoundationNetworking
 nonisolated extension RestManager {
     /// When and how failed requests are tried again (default nil: never); an interceptor that runs after all others.
     public var retryPolicy: RetryPolicy? {
-        get { lastInterceptor as? RetryPolicy }
-        set { lastInterceptor = newValue }
+        get { withState { $0.lastInterceptor as? RetryPolicy } }
+        set { withState { $0.lastInterceptor = newValue } }
     }
 
     /// When to try a request again: which methods, on which statuses and network errors, after what delay

@@ -125,16 +125,14 @@ nonisolated public final class RestManager: @unchecked Sendable {
     }
 
     /// Interceptors that see every attempt of every call, in order, before a request's own (default none):
-    /// `rest.interceptors.append(Signer(key: key))`. The retry policy runs after them all.
+    /// `rest.interceptors.append(Signer(key: key))`, atomic as one statement. The retry policy runs after them all.
     public var interceptors: [any Interceptor] {
         get { withState { $0.interceptors } }
-        set { withState { $0.interceptors = newValue } }
-    }
-
-    /// Runs after every other interceptor, the request's own too: the retry policy (RestManager+RetryPolicy.swift).
-    var lastInterceptor: (any Interceptor)? {
-        get { withState { $0.lastInterceptor } }
-        set { withState { $0.lastInterceptor = newValue } }
+        _modify {
+            stateLock.lock()
+            defer { stateLock.unlock() }
+            yield &state.interceptors
+        }
     }
 
     /// Told of every attempt, retry, credential refresh and finished call, on any queue (keep it quick: it must not
@@ -1102,6 +1100,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         var deduplicates = false
         var baseURL: URL?
         var interceptors: [any Interceptor] = []
+        /// Runs after every other interceptor, the request's own too: the retry policy (RestManager+RetryPolicy.swift).
         var lastInterceptor: (any Interceptor)?
         var eventHandler: (@Sendable (Event) -> Void)?
         var idleTimeout: TimeInterval = 60

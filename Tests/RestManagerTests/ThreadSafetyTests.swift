@@ -172,4 +172,30 @@ final class ThreadSafetyTests: MockServerTestCase {
         XCTAssertEqual(box.value?.statusCode, 200)
         XCTAssertNil(weakManager)
     }
+    /// Each statement on `interceptors`, `authenticator` and `retryPolicy` is atomic, as for headers and query: 10,000
+    /// appends from two threads are all kept (5,841 to 7,380 were), and an authenticator and a retry policy set while
+    /// they go on are neither lost nor doubled.
+    func testAppendsFromTwoThreadsAndSettersMeanwhileAreAllKept() {
+        let manager = RestManager()
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            for index in 0..<5_000 {
+                manager.interceptors.append(Marker())
+                guard index == 2_500 else { continue }
+                if thread == 0 {
+                    manager.retryPolicy = RestManager.RetryPolicy(maximumRetries: 3)
+                } else {
+                    manager.authenticator = RestManager.Authenticator(credential: nil) { _ in
+                        throw RestManager.CustomError.authenticationFailed(reason: "none")
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(manager.interceptors.filter { $0 is Marker }.count, 10_000)
+        XCTAssertEqual(manager.interceptors.count, 10_001, "the markers and one authenticator")
+        XCTAssertNotNil(manager.authenticator)
+        XCTAssertEqual(manager.retryPolicy?.maximumRetries, 3)
+    }
 }
+
+/// An interceptor that does nothing, to count.
+private struct Marker: RestManager.Interceptor {}
