@@ -2,7 +2,8 @@
 //  that revalidates with ETag / Last-Modified (RFC 9110 §13, RFC 9111); only an `Interceptor` on the core's seam.
 
 #if canImport(FoundationNetworking)
-import Foundation  // this file's public API names `URLRequest` alone, which lives in FoundationNetworking here
+// The public API here names `URLRequest` alone, which lives in FoundationNetworking on Linux.
+import Foundation
 public import FoundationNetworking
 #else
 public import Foundation

@@ -3,7 +3,7 @@
 
 public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking  // no type of it is in this file's public API
+import FoundationNetworking
 #endif
 
 nonisolated extension RestManager {
