@@ -23,4 +23,4 @@ echo "Apple-platform branches ($count switched): type-check clean in Swift 5 and
 echo "== the copy-in matrix and the app-target program against the Apple-platform branches"
 bash Scripts/copy-in-check.sh "$work"
 echo "== the tutorial program against the Apple-platform branches"
-RESTMANAGER_LIBRARY_FILE="$work/RestManager.swift" RESTMANAGER_ADDON_DIR="$work" bash Tests/TutorialCompatibility/run.sh
+RESTMANAGER_LIBRARY_FILE="$work/RestManager.swift" bash Tests/TutorialCompatibility/run.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Compiles RestManager.swift alone (Swift 5 and Swift 6 modes, warnings as errors), then a program
-# written against the tutorial's API, and runs it against Python's stock http.server.
+# Compiles a program written against the tutorial's API with RestManager.swift alone (Swift 6, warnings as errors),
+# and runs it against Python's stock http.server.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$(mktemp -d)"
@@ -11,24 +11,8 @@ trap cleanup EXIT
 # RESTMANAGER_LIBRARY_FILE: another copy of the file to check (Scripts/apple-typecheck.sh passes the
 # one with its Apple-platform branches selected).
 library="${RESTMANAGER_LIBRARY_FILE:-$root/Sources/RestManager/RestManager.swift}"
-echo "== RestManager.swift alone, Swift 5 language mode, warnings as errors"
-swiftc -swift-version 5 -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
-  -emit-module-path "$work/RestManager5.swiftmodule" "$library"
-echo "== RestManager.swift alone, Swift 6 language mode, warnings as errors"
-swiftc -swift-version 6 -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
-  -emit-module-path "$work/RestManager6.swiftmodule" "$library"
-# Each add-on compiles with the core alone, and all of them together (RESTMANAGER_ADDON_DIR: where the add-ons are).
-addons="${RESTMANAGER_ADDON_DIR:-$root/Sources/RestManager}"
-for addon in "$addons"/RestManager+*.swift; do
-  for mode in 5 6; do
-    echo "== the core with $(basename "$addon") alone, Swift $mode language mode, warnings as errors"
-    swiftc -swift-version "$mode" -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
-      -emit-module-path "$work/RestManagerAddOn$mode.swiftmodule" "$library" "$addon"
-  done
-done
-echo "== the core with every add-on, Swift 5 language mode, warnings as errors"
-swiftc -swift-version 5 -warnings-as-errors -parse-as-library -emit-module -module-name RestManager \
-  -emit-module-path "$work/RestManagerAll.swiftmodule" "$library" "$addons"/RestManager+*.swift
+# The library files themselves, alone and with each add-on in every language mode and app-target setting, are
+# Scripts/copy-in-check.sh's; here the tutorial's program is compiled with the core alone and run.
 echo "== the tutorial program, compiled with the file alone"
 swiftc -swift-version 6 -warnings-as-errors "$library" "$root/Tests/TutorialCompatibility/main.swift" -o "$work/tutorial"
 
