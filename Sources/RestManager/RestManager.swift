@@ -429,7 +429,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         }
 
         /// Adds `value` for `key`, keeping the values already stored for it: query and form bodies send every pair in
-        /// order (`tag=a&tag=b`); a header sends the values joined with ", ".
+        /// order (`tag=a&tag=b`); a header sends the values joined with ", "; a JSON body refuses a repeated key.
         public mutating func append(value: String, forKey key: String) {
             entries.append(Entry(key: key, value: value, normalized: normalize(key)))
         }
@@ -478,7 +478,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         func ignoringKeyCase() -> RestEntity {
             guard !keysIgnoreCase else { return self }
             var copy = RestEntity(ignoringKeyCase: true)
-            for entry in entries { copy.add(value: entry.value, forKey: entry.key) }
+            for entry in entries { copy.append(value: entry.value, forKey: entry.key) }
             return copy
         }
 
@@ -540,11 +540,13 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
     /// The outcome of a request: the body, the response, or the error that prevented one.
     public struct Results: Sendable {
-        /// The body; empty for an answer without one, nil when it went to a file or a stream.
+        /// The body; empty for an answer without one, nil when it went to a file or a stream. Of a non-2xx answer, the
+        /// first 64 KiB: the call ends there (an error page that never ends would hold it).
         public var data: Data?
         /// Status and headers, when an HTTP answer arrived.
         public var response: Response?
-        /// Why there is no answer: always a `CustomError`. An HTTP error status is not an error here.
+        /// Why there is no answer: a `CustomError`, or what an interceptor's `adapt` threw. An HTTP error status is not
+        /// an error here.
         public var error: (any Error)?
         /// Creates results from an answer.
         public init(withData data: Data?, response: Response?, error: (any Error)?) {
@@ -704,25 +706,22 @@ nonisolated public final class RestManager: @unchecked Sendable {
             eventRequest = URLRequest(url: value.url)
             eventRequest.httpMethod = value.method.name
         }
-        /// Whether `cancel()` ended this request.
+        /// Whether `cancel()` ended this request: its completion got `.cancelled` (not an answer that won the race).
         public var isCancelled: Bool { lock.withLock { wasCancelled } }
         /// Cancels the request. Does nothing after completion. Safe from any thread.
         public func cancel() {
-            let exchange: Exchange? = lock.withLock {
-                guard completion != nil else { return nil }
-                wasCancelled = true
-                return self.exchange
-            }
+            let exchange: Exchange? = lock.withLock { completion == nil ? nil : self.exchange }
             // The network call (and a download's destination) is freed before the completion runs.
             exchange?.remove(self)
-            deliver(Results(withError: CustomError.cancelled))
+            deliver(Results(withError: CustomError.cancelled), cancelling: true)
         }
 
         /// Reports `finished` and calls the completion on its queue if it has not been called yet.
-        func deliver(_ results: Results, request: URLRequest? = nil) {
+        func deliver(_ results: Results, request: URLRequest? = nil, cancelling: Bool = false) {
             var taken: (@Sendable (Results) -> Void)?
             let named = lock.withLock { () -> URLRequest in
                 swap(&taken, &completion)
+                if taken != nil { wasCancelled = cancelling }
                 return request ?? eventRequest
             }
             guard let taken else { return }
@@ -879,7 +878,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
     /// ```
     public protocol Interceptor: Sendable {
         /// The request to send for attempt `attempt` (1 for the first; retries and resends count on). Throwing ends the
-        /// call with that error (a CustomError as is, any other wrapped); throwing `Answer` answers the attempt unsent.
+        /// call with that very error (the caller can catch it); throwing `Answer` answers the attempt unsent.
         func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest
         /// What to do with the outcome of attempt `attempt`; `request` is what `adapt` made for it (before redirects).
         func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision
@@ -1170,9 +1169,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
             "content-length", "transfer-encoding", "host", "connection", "keep-alive", "proxy-connection", "upgrade",
             "expect", "te", "trailer"
         ]
-        /// The only headers that follow a redirect to another origin (with the body's own on a 307 or 308).
+        /// The only headers that follow a redirect to another origin (with the body's own on a 307 or 308); an event
+        /// stream's `Last-Event-ID` is its own position, not a secret.
         static let crossOriginHeaderNames: Set<String> = [
-            "accept", "accept-language", "accept-encoding", "user-agent", "cache-control"
+            "accept", "accept-language", "accept-encoding", "user-agent", "cache-control", "last-event-id"
         ]
         /// Request headers that describe a body (Fetch's list): dropped when there is no body.
         static let bodyHeaderNames = ["Content-Type", "Content-Encoding", "Content-Language", "Content-Location"]
@@ -1199,6 +1199,12 @@ nonisolated public final class RestManager: @unchecked Sendable {
                         throw CustomError.bodyEncodingFailed(reason)
                     }
                     headers.add(value: "application/json", forKey: "Content-Type")
+                }
+                // A JSON object's names are unique (RFC 8259 §4 "SHOULD"): servers keep the first, the last or fail.
+                var seen = Set<String>()
+                if let repeated = snapshot.bodyParameters.orderedPairs.first(where: { !seen.insert($0.key).inserted }) {
+                    let reason = "the JSON body would name '\(repeated.key)' twice; use a form body for repeated keys"
+                    throw CustomError.bodyEncodingFailed(reason)
                 }
                 return snapshot.bodyParameters.jsonObject
             }
@@ -1309,6 +1315,19 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
         }
 
+        /// An interceptor's request, checked as the library's own are: the method a token, headers as `validateHeader`.
+        static func validateAdapted(_ request: URLRequest) throws {
+            let method = request.httpMethod ?? "GET"
+            guard !method.isEmpty, method.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {
+                let reason = "the method '\(Encoding.printable(method))' an interceptor set is not a token (RFC 9110 §9)"
+                throw CustomError.invalidHeader(name: "Method", reason: reason)
+            }
+            if ["GET", "HEAD"].contains(method), request.httpBody != nil || request.httpBodyStream != nil {
+                throw CustomError.bodyEncodingFailed("an interceptor gave a \(method) request a body, which it cannot carry")
+            }
+            for (name, value) in request.allHTTPHeaderFields ?? [:] { try validateHeader(name: name, value: value) }
+        }
+
         static func curlCommand(for request: URLRequest, revealingSecrets: Bool) -> String {
             var parts = ["curl"]
             let method = request.httpMethod ?? "GET"
@@ -1392,13 +1411,20 @@ nonisolated public final class RestManager: @unchecked Sendable {
             return copy
         }
 
-        /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`. A form's "+" (a space) is left
-        /// as it is: no secret name has a space in it.
+        /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`, and a value holding a URL or
+        /// pairs with a secret in them (`to=https%3A…%3Fsig%3D…`). A form's "+" (a space) is left as it is: no secret
+        /// name has a space in it.
         private static func redactingPairs(_ pairs: Substring) -> String {
             pairs.split(separator: "&", omittingEmptySubsequences: false).map { pair in
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
                 let name = String(pair[..<equals])
-                return isSecretName(name.removingPercentEncoding ?? name)
+                let value = String(pair[pair.index(after: equals)...])
+                let decoded = value.removingPercentEncoding ?? value
+                // Each level of nesting is shorter than the one holding it: the recursion ends.
+                let nested =
+                    (decoded != value || decoded.contains("?"))
+                    && (url(decoded) != decoded || redactingPairs(Substring(decoded)) != decoded)
+                return isSecretName(name.removingPercentEncoding ?? name) || nested
                     ? pair[..<equals] + "=<redacted>" : String(pair)
             }.joined(separator: "&")
         }
@@ -1421,11 +1447,15 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 }
                 rest = rest[authorityEnd...]
             }
-            guard let question = rest.firstIndex(of: "?") else { return output + rest }
-            output += rest[...question]
-            let queryEnd = rest[question...].firstIndex(of: "#") ?? rest.endIndex
-            return output + redactingPairs(rest[rest.index(after: question)..<queryEnd])
-                + rest[queryEnd...]
+            // A fragment holds pairs too (`#access_token=…` from an OAuth2 implicit grant).
+            let fragment = rest.firstIndex(of: "#").map { rest[$0...] } ?? ""
+            rest = rest.dropLast(fragment.count)
+            if let question = rest.firstIndex(of: "?") {
+                output += rest[...question] + redactingPairs(rest[rest.index(after: question)...])
+            } else {
+                output += rest
+            }
+            return output + fragment.prefix(1) + redactingPairs(fragment.dropFirst())
         }
     }
 
@@ -1844,7 +1874,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
     enum BodyTarget {
         /// Kept in memory, up to `maximumResponseSize`.
         case memory
-        /// Its first 64 KiB kept, for `.unacceptableStatusCode` (a download's or a stream's error answer).
+        /// Its first 64 KiB kept, then the answer ends (any non-2xx answer's: the body of `.unacceptableStatusCode`).
         case errorBody
         /// To the transfer's `write`.
         case transfer
@@ -2003,15 +2033,14 @@ nonisolated public final class RestManager: @unchecked Sendable {
                             return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)
                         }
                     }
-                    for (name, value) in adapted.allHTTPHeaderFields ?? [:] {
-                        try RequestBuilder.validateHeader(name: name, value: value)
-                    }
+                    try RequestBuilder.validateAdapted(adapted)
                     // An http(s) URL, which none is not: FoundationNetworking would speak FTP, or read a `data:` URL.
                     adapted.url = try RequestBuilder.urlWithQuery(
                         adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
                     self.transmit(adapted, attempt: number)
                 } catch {
-                    self.fail(error)
+                    // As thrown: the caller catches its own interceptor's error.
+                    self.finish(Results(withError: error))
                 }
             }
         }
@@ -2175,6 +2204,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
                             response.expectedContentLength, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20)))
                         if expected > 0 { body.reserveCapacity(Int(expected)) }
                     }
+                    // An error answer's body says why; an endless one must not hold the call: its first 64 KiB.
+                    if target == .memory, !(200..<300).contains(http?.statusCode ?? 0) { target = .errorBody }
                     if target == .restart { self.task = nil }
                     return target
                 }
@@ -2189,13 +2220,15 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
         func received(data: Data, from task: URLSessionDataTask) {
             do {
-                try lock.withLock {
-                    guard task === self.task, !finished else { return }
+                let enough = try lock.withLock { () throws -> Bool in
+                    guard task === self.task, !finished else { return false }
                     lastActivity = .now()
                     switch target {
                     case .stream: try stream?.append(data)
                     case .transfer: try transfer?.write(data)
-                    case .errorBody, .restart: body.append(data.prefix(max(0, 65_536 - body.count)))
+                    case .errorBody, .restart:
+                        body.append(data.prefix(max(0, Self.errorBodyLimit - body.count)))
+                        return target == .errorBody && body.count == Self.errorBodyLimit
                     case .memory:
                         // Decoded bytes (libcurl inflates gzip): a small compressed body cannot pass the limit.
                         if let limit = settings.maximumResponseSize, body.count + data.count > limit {
@@ -2203,6 +2236,13 @@ nonisolated public final class RestManager: @unchecked Sendable {
                         }
                         body.append(data)
                     }
+                    return false
+                }
+                // The answer is complete as far as the call goes. Cancelled at once, off this queue: queued behind the
+                // chunks libcurl goes on reading meanwhile, a cancel waited seconds (the peer's other answers too).
+                if enough {
+                    completed(task, error: nil)
+                    DispatchQueue.global().async { task.cancel() }
                 }
             } catch { fail(error) }
         }
@@ -2315,6 +2355,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         }
 
         private var elapsed: TimeInterval { RestManager.seconds(since: started) }
+        /// How much of a non-2xx answer's body a call keeps (64 KiB): an error page, not an endless stream.
+        static let errorBodyLimit = 65_536
 
         private typealias Resources = (task: URLSessionDataTask?, timers: [any DispatchSourceTimer])
 

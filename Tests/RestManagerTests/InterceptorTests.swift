@@ -138,12 +138,17 @@ final class InterceptorTests: MockServerTestCase {
         XCTAssertEqual(log.all, [#"A: 500 {"status":500}"#, "B: 0 replaced"])
     }
 
-    func testAThrowingAdaptEndsTheCallBeforeAnythingIsSent() {
-        struct Offline: Error {}
-        rest.interceptors = [Failing(error: Offline())]
-        guard case .transport(let error)? = send(.get, "/x").error as? RestManager.CustomError else { return XCTFail("not wrapped") }
-        XCTAssertEqual(error.code, .unknown)
-        XCTAssertTrue(error.userInfo[NSUnderlyingErrorKey] is Offline)
+    /// What `adapt` throws reaches the caller as it was thrown: it can catch its own error by type.
+    func testAThrowingAdaptEndsTheCallBeforeAnythingIsSent() async {
+        struct Offline: Error, Equatable { var reason: String }
+        rest.interceptors = [Failing(error: Offline(reason: "airplane mode"))]
+        XCTAssertEqual(send(.get, "/x").error as? Offline, Offline(reason: "airplane mode"))
+        do {
+            _ = try await rest.request(String.self, fromURL: url("/x"))
+            XCTFail("no error")
+        } catch let error as Offline {
+            XCTAssertEqual(error.reason, "airplane mode")
+        } catch { XCTFail("\(error)") }
         rest.interceptors = [Failing(error: RestManager.CustomError.invalidTimeout(-1))]
         guard case .invalidTimeout(-1)? = send(.get, "/x").error as? RestManager.CustomError else { return XCTFail("not as is") }
         XCTAssertEqual(server.receivedRequests.count, 0)
