@@ -17,8 +17,8 @@ nonisolated extension RestManager {
     ///     print(event.event, event.data)
     /// }
     /// ```
-    /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or
-    /// the stream's `retry`; after connections without an event, at least 0.1 s doubling to 30 s) and reconnects,
+    /// When the connection ends (end of body or a network error), the sequence waits the reconnection time (3 s, or the
+    /// stream's `retry` but 0.1 s at least; after connections without an event, 0.1 s doubling to 30 s), reconnects,
     /// sending `Last-Event-ID` once an ID was seen, and reports a `.retrying` event to `eventHandler`. A 204 ends the
     /// sequence; a non-2xx status, a `Content-Type` other than `text/event-stream` (in any case), a TLS failure, or an
     /// event or line longer than `ResponseBody.maximumUnreadBytes` before any event of its connection ends it with an
@@ -166,7 +166,7 @@ nonisolated extension RestManager {
                 guard let request = source.request else { return }
                 // Quiet connections back off (`retry: 0` and a server closing at once looped); finite: `retry: 999…`.
                 let backoff = quietConnections == 0 ? 0 : Swift.min(0.05 * Double(1 << quietConnections), 30)
-                let delay = Swift.max(RestManager.finite(Double(parser.reconnectionTime) / 1000), backoff)
+                let delay = Swift.max(RestManager.finite(Double(parser.reconnectionTime) / 1000), backoff, 0.1)
                 let resumed = parser.lastEventID.map { ", resuming after event ID \($0)" } ?? ""
                 let named = URLRequest(
                     url: URL(string: request.url.relativeString, relativeTo: source.manager.baseURL) ?? request.url)

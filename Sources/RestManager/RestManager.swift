@@ -2192,8 +2192,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     lastActivity = .now()
                     let http = response as? HTTPURLResponse
                     if stream != nil {
-                        // A 2xx head opens the stream; another answer is decided on whole, as any call's.
-                        target = (200..<300).contains(http?.statusCode ?? 0) ? .stream : .errorBody
+                        // A 2xx head with a body opens the stream; another answer is decided on whole, as any call's
+                        // (a 204 too: it ends when its call has, `finished` event included).
+                        let status = http?.statusCode ?? 0
+                        target = (200..<300).contains(status) && ![204, 205].contains(status) ? .stream : .errorBody
                     } else if let transfer, let http {
                         target = try transfer.begin(http)
                     } else {
