@@ -42,10 +42,13 @@ nonisolated extension RestManager {
     /// Lifecycle of a refresh (one at a time; the lock guards every field):
     /// ```
     /// idle --(a token expires soon, or a 401 to the current token)--> refreshing(waiting callers)
-    ///      (not after a logout since: that call fails; a credential set since is the answer instead)
+    ///      (not after a logout since: that call fails; a credential set since is the answer instead; not while
+    ///      `maximumRejectedRefreshes` new tokens were rejected within `rejectionWindow`: the call fails at once)
     /// refreshing --(refresh returns)--> idle, stored = new token (unproven until an answer other than 401 uses it)
     /// refreshing --(refresh throws)--> idle, every waiting caller fails with its error; the next call starts anew
-    /// refreshing --(credential set meanwhile, e.g. nil at logout)--> idle, the caller's value wins
+    /// refreshing --(credential set, e.g. nil at logout)--> idle at once: the waiting callers go on with the new
+    ///      credential, or fail; the refresh's own result is dropped when it returns
+    /// refreshing --(a waiting caller's task is cancelled: its call ended)--> that caller leaves with `.cancelled`
     /// ```
     public final class Authenticator: Interceptor, @unchecked Sendable {
         /// An access token and when it stops being valid (nil: unknown).
@@ -62,13 +65,21 @@ nonisolated extension RestManager {
             }
         }
 
-        /// New tokens that may be rejected in a row (each with a 401 before any other answer) before calls fail with
-        /// `.authenticationFailed`: a server that rejects every token cannot make a refresh loop.
+        /// New tokens that may be rejected (each with a 401 before any other answer) within `rejectionWindow`, across
+        /// calls: past it, calls fail at once with `.authenticationFailed`, without a refresh, until the window has
+        /// passed or the app sets `credential`. A server that rejects every token cannot make a refresh loop.
         public static let maximumRejectedRefreshes = 3
 
+        /// The seconds in which `maximumRejectedRefreshes` rejected new tokens stop the refreshes (default 30).
+        public var rejectionWindow: TimeInterval {
+            get { withLock { window } }
+            set { withLock { window = newValue } }
+        }
+
+        private typealias Waiter = (id: Int, continuation: CheckedContinuation<Credential, any Error>)
         private enum RefreshState {
             case idle
-            case refreshing(waiting: [CheckedContinuation<Credential, any Error>])
+            case refreshing(waiting: [Waiter])
         }
 
         private let lock = NSLock()
@@ -82,7 +93,10 @@ nonisolated extension RestManager {
         private var state = RefreshState.idle
         /// Whether `stored` came from `refresh` and no answer other than a 401 has used it yet.
         private var storedIsUnproven = false
-        private var rejectedInARow = 0
+        /// When new tokens were rejected, within the window.
+        private var rejections: [Date] = []
+        private var window: TimeInterval = 30
+        private var lastWaiter = 0
         /// The tokens this authenticator sent lately: a 401 to any other `Authorization` is not its business.
         private var sentTokens: [String] = []
         /// Requests made by `refresh` itself (logging in again, say) go without this authenticator.
@@ -97,18 +111,22 @@ nonisolated extension RestManager {
             self.refresh = refresh
         }
 
-        /// The credential sent now: set it after logging in, nil after logging out (a refresh under way then ends its
-        /// waiting calls with `.authenticationFailed`).
+        /// The credential sent now: set it after logging in, nil after logging out. The calls waiting for a refresh
+        /// under way go on at once with the new one, or fail with `.authenticationFailed` after a logout.
         public var credential: Credential? {
             get { withLock { stored } }
             set {
-                withLock {
+                let waiting = withLock { () -> [Waiter] in
                     stored = newValue
                     storedAt = Date()
                     storedIsUnproven = false
-                    rejectedInARow = 0
+                    rejections = []
                     generation += 1
+                    guard case .refreshing(let waiting) = state else { return [] }
+                    state = .idle
+                    return waiting
                 }
+                for waiter in waiting { waiter.continuation.resume(with: newValue.map { .success($0) } ?? .failure(Self.removed)) }
             }
         }
 
@@ -137,7 +155,8 @@ nonisolated extension RestManager {
         func decide(
             after results: Results, for request: URLRequest, onRefresh: @Sendable () -> Void
         ) async -> AttemptDecision {
-            guard let token = sentToken(of: request) else { return .deliver }
+            // The refresh's own requests are not this authenticator's: a 401 to one would wait for itself.
+            guard !Self.isRefreshing, let token = sentToken(of: request) else { return .deliver }
             guard results.statusCode == 401 else {
                 if results.response != nil { proven(token) }
                 return .deliver
@@ -151,19 +170,13 @@ nonisolated extension RestManager {
             let next = withLock { () -> Next in
                 guard let current = stored else { return .deliver }
                 if current.accessToken != token { return .resend }
-                if storedIsUnproven { rejectedInARow += 1 }
-                guard rejectedInARow < Self.maximumRejectedRefreshes else {
-                    rejectedInARow = 0
-                    return .giveUp
-                }
-                return .refresh(current)
+                if storedIsUnproven { rejections.append(Date()) }
+                return refreshesExhausted() ? .giveUp : .refresh(current)
             }
             switch next {
             case .resend: return .retry(after: 0)
             case .deliver: return .deliver
-            case .giveUp:
-                let reason = "the server rejected \(Self.maximumRejectedRefreshes) new credentials in a row"
-                return .deliverInstead(Results(withError: CustomError.authenticationFailed(reason: reason)))
+            case .giveUp: return .deliverInstead(Results(withError: Self.exhausted))
             case .refresh(let rejected):
                 do {
                     _ = try await refreshed(rejecting: rejected, onRefresh: onRefresh)
@@ -177,72 +190,97 @@ nonisolated extension RestManager {
         func adapt(_ request: URLRequest, onRefresh: @Sendable () -> Void) async throws -> URLRequest {
             guard !Self.isRefreshing, request.value(forHTTPHeaderField: "Authorization") == nil else { return request }
             guard var credential = withLock({ stored }) else { return request }
+            if withLock({ storedIsUnproven && refreshesExhausted() }) { throw Self.exhausted }
             if expiresSoon(credential) { credential = try await refreshed(rejecting: credential, onRefresh: onRefresh) }
             return try authorized(request, with: credential)
         }
 
-        /// A credential from the refresh under way, or from one this call starts.
+        /// A credential from the refresh under way, or from one this call starts. A caller whose task is cancelled
+        /// (its call ended: deadline, cancel) stops waiting at once; the refresh goes on for the others.
         func refreshed(rejecting rejected: Credential?, onRefresh: @Sendable () -> Void) async throws -> Credential {
-            let startedGeneration = withLock { generation }
-            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Credential, Error>) in
-                enum Step { case joined, starts, newer(Credential), removed }
-                let step = withLock { () -> Step in
-                    if case .refreshing(let waiting) = state {
-                        state = .refreshing(waiting: waiting + [continuation])
-                        return .joined
+            let id = withLock {
+                lastWaiter += 1
+                return lastWaiter
+            }
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    enum Step { case waits, starts(generation: Int), answered(Result<Credential, any Error>) }
+                    let step = withLock { () -> Step in
+                        // Checked under the lock that the cancellation handler takes: one of the two answers.
+                        if Task.isCancelled { return .answered(.failure(CustomError.cancelled)) }
+                        if case .refreshing(let waiting) = state {
+                            state = .refreshing(waiting: waiting + [(id, continuation)])
+                            return .waits
+                        }
+                        // A refresh ended since `rejected` was read: its credential is the answer, not another refresh.
+                        if let stored, stored.accessToken != rejected?.accessToken { return .answered(.success(stored)) }
+                        // Logged out since: a refresh would log the user back in.
+                        guard stored != nil else { return .answered(.failure(Self.removed)) }
+                        state = .refreshing(waiting: [(id, continuation)])
+                        return .starts(generation: generation)
                     }
-                    // A refresh ended since `rejected` was read: its credential is the answer, not another refresh.
-                    if let stored, stored.accessToken != rejected?.accessToken { return .newer(stored) }
-                    // Logged out since: a refresh would log the user back in.
-                    guard stored != nil else { return .removed }
-                    state = .refreshing(waiting: [continuation])
-                    return .starts
-                }
-                switch step {
-                case .joined: return
-                case .newer(let credential): return continuation.resume(returning: credential)
-                case .removed: return continuation.resume(throwing: Self.removed)
-                case .starts: break
-                }
-                onRefresh()
-                let refresh = self.refresh
-                Task {
-                    let result: Result<Credential, any Error>
-                    do {
-                        result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) })
-                    } catch {
-                        let reason = "the credential refresh failed: \(error.localizedDescription)"
-                        result = .failure(CustomError.authenticationFailed(reason: reason))
+                    switch step {
+                    case .waits: return
+                    case .answered(let outcome): return continuation.resume(with: outcome)
+                    case .starts(let generation):
+                        onRefresh()
+                        startRefresh(rejecting: rejected, generation: generation)
                     }
-                    self.finishRefresh(result, startedGeneration: startedGeneration)
                 }
+            } onCancel: {
+                let waiter = withLock { () -> Waiter? in
+                    guard case .refreshing(var waiting) = state, let index = waiting.firstIndex(where: { $0.id == id })
+                    else { return nil }
+                    defer { state = .refreshing(waiting: waiting) }
+                    return waiting.remove(at: index)
+                }
+                waiter?.continuation.resume(throwing: CustomError.cancelled)
             }
         }
 
-        /// Stores the new credential unless the caller set one meanwhile (which then wins), and resumes every waiting
-        /// caller.
+        private func startRefresh(rejecting rejected: Credential?, generation: Int) {
+            let refresh = self.refresh
+            Task {
+                let result: Result<Credential, any Error>
+                do {
+                    result = .success(try await Self.$isRefreshing.withValue(true) { try await refresh(rejected) })
+                } catch {
+                    let reason = "the credential refresh failed: \(error.localizedDescription)"
+                    result = .failure(CustomError.authenticationFailed(reason: reason))
+                }
+                self.finishRefresh(result, startedGeneration: generation)
+            }
+        }
+
+        /// Stores the new credential and resumes every waiting caller, unless the app set `credential` meanwhile:
+        /// that answered them already (and a refresh started since is not this one's).
         private func finishRefresh(_ result: Result<Credential, any Error>, startedGeneration: Int) {
-            let (waiting, outcome) = withLock {
-                () -> ([CheckedContinuation<Credential, any Error>], Result<Credential, any Error>) in
-                var outcome = result
-                if generation != startedGeneration {
-                    outcome = stored.map { .success($0) } ?? .failure(Self.removed)
-                } else if case .success(let credential) = result {
+            let waiting = withLock { () -> [Waiter] in
+                guard generation == startedGeneration, case .refreshing(let waiting) = state else { return [] }
+                if case .success(let credential) = result {
                     stored = credential
                     storedAt = Date()
                     storedIsUnproven = true
                 }
-                guard case .refreshing(let waiting) = state else { return ([], outcome) }
                 state = .idle
-                return (waiting, outcome)
+                return waiting
             }
-            for continuation in waiting { continuation.resume(with: outcome) }
+            for waiter in waiting { waiter.continuation.resume(with: result) }
         }
 
         // MARK: - Helpers
 
         private static let removed = CustomError.authenticationFailed(
             reason: "the credential was removed while it was being refreshed")
+        private static let exhausted = CustomError.authenticationFailed(
+            reason: "the server rejected \(maximumRejectedRefreshes) new credentials within the rejection window; set "
+                + "credential (log in again) or wait")
+
+        /// Whether `maximumRejectedRefreshes` new tokens were rejected within the window (under the lock).
+        private func refreshesExhausted() -> Bool {
+            rejections.removeAll { -$0.timeIntervalSinceNow > window }
+            return rejections.count >= Self.maximumRejectedRefreshes
+        }
 
         private func withLock<Value>(_ body: () throws -> Value) rethrows -> Value {
             lock.lock()
@@ -286,7 +324,7 @@ nonisolated extension RestManager {
             withLock {
                 guard stored?.accessToken == token else { return }
                 storedIsUnproven = false
-                rejectedInARow = 0
+                rejections = []
             }
         }
     }

@@ -46,11 +46,13 @@ nonisolated extension RestManager {
             .badServerResponse, .unknown
         ]
 
-        /// Asks for a retry with the policy's delay, or delivers (the attempt number is the retry's: 1 after the
-        /// first). A method an interceptor made that is none of `HttpMethod`'s is never retried (RFC 9110 §9.2.2).
+        /// Asks for a retry with the policy's delay, or delivers. Retries and backoff count this policy's own retries
+        /// in the call (an authenticator's resend is not one). A method an interceptor made that is none of
+        /// `HttpMethod`'s is never retried (RFC 9110 §9.2.2).
         public func decide(after results: Results, for request: URLRequest, attempt: Int) async -> AttemptDecision {
             guard let method = HttpMethod(rawValue: (request.httpMethod ?? "GET").lowercased()) else { return .deliver }
-            return delay(beforeRetry: attempt, after: results, method: method).map { .retry(after: $0) } ?? .deliver
+            let retry = RestManager.ownRetries + 1
+            return delay(beforeRetry: retry, after: results, method: method).map { .retry(after: $0) } ?? .deliver
         }
 
         /// The delay before retry number `retry` (from 1) after `results`; nil for no retry.

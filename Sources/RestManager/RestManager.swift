@@ -898,6 +898,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
     /// The most attempts one call makes, so that an interceptor that always asks for a retry cannot loop forever.
     public static let maximumAttempts = 100
 
+    /// While an interceptor decides: how many retries it asked for earlier in this call (others' not counted).
+    @TaskLocal static var ownRetries = 0
+
     /// Thrown by `adapt` to answer an attempt without sending it (a cache's fresh answer): the interceptors after the
     /// one that threw decide on `results`, as on any answer.
     public struct Answer: Error {
@@ -1924,6 +1927,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// sees the caller's task-local values (a refresh marks its own calls so) and priority. Nil without them.
         private let steps: AsyncStream<@Sendable () async -> Void>.Continuation?
         private let jobs: AsyncStream<@Sendable () async -> Void>?
+        /// The task running the steps: cancelled when the call ends, so that no step waits on (a refresh, say).
+        private var stepsTask: Task<Void, Never>?
+        /// The retries each interceptor asked for in this call (`ownRetries` while it decides).
+        private var retriesAsked: [Int]
         /// The request the interceptors made for the current attempt (`request` follows redirects).
         private var attemptRequest: URLRequest
         /// Whether URLSession asked about the current hop's redirect (it must: secrets are stripped there).
@@ -1954,6 +1961,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             self.firstRequest = request
             self.attemptRequest = request
             interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
+            retriesAsked = Array(repeating: 0, count: interceptors.count)
             if interceptors.isEmpty {
                 steps = nil
                 jobs = nil
@@ -1986,7 +1994,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
             beginAttempt()
             // Made after the first step was queued, which it then runs without a hop to wait for it (a hop per call).
-            if let jobs { Task { for await job in jobs { await job() } } }
+            if let jobs {
+                let task = Task { for await job in jobs { await job() } }
+                if !unlessFinished({ stepsTask = task }) { task.cancel() }
+            }
         }
 
         /// Starts a timer on the deadline queue; false (and nothing started) when the exchange has finished.
@@ -2072,12 +2083,18 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private func decide(_ results: Results, for sent: URLRequest, attempt number: Int, from first: Int) async {
             var delivered = results
             var delay: TimeInterval?
-            asking: for interceptor in interceptors[first...] {
-                switch await interceptor.decide(after: delivered, for: sent, attempt: number) {
+            var asker = 0
+            asking: for index in interceptors.indices.dropFirst(first) {
+                let own = lock.withLock { retriesAsked[index] }
+                let decision = await RestManager.$ownRetries.withValue(own) {
+                    await interceptors[index].decide(after: delivered, for: sent, attempt: number)
+                }
+                switch decision {
                 case .deliver: continue
                 case .deliverInstead(let replacement): delivered = replacement
                 case .retry(let seconds):
                     delay = RestManager.finite(seconds)
+                    asker = index
                     break asking
                 }
             }
@@ -2085,7 +2102,11 @@ nonisolated public final class RestManager: @unchecked Sendable {
             guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else {
                 return finish(throughTransfer(delivered))
             }
-            guard unlessFinished({ state = .waiting }) else { return }
+            let waits = unlessFinished {
+                state = .waiting
+                retriesAsked[asker] += 1
+            }
+            guard waits else { return }
             let reason = delivered.error?.localizedDescription ?? "HTTP \(delivered.statusCode ?? 0)"
             settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: reason))
             // Holds the exchange while it waits (nothing else does then).
@@ -2351,6 +2372,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
             guard let outcome else { return }
             steps?.finish()
+            lock.withLock { stepsTask }?.cancel()
             release(outcome.resources)
             if let key = lock.withLock({ sharedKey }) { sharing?.withLock { if $0[key] === self { $0[key] = nil } } }
             for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }

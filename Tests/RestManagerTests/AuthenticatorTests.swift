@@ -186,28 +186,77 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(refresher.count, 5)
     }
 
-    /// Each call is resent with a new token until three new tokens in a row were rejected: then `.authenticationFailed`.
+    /// A call is resent with a new token until three new tokens were rejected within the window: then
+    /// `.authenticationFailed`, and the calls after it fail at once, unsent, without a refresh.
     func testAServerThatRejectsEveryNewTokenEndsWithAuthenticationFailed() {
         _ = install(Credential(accessToken: "old"))
         protect { _ in false }
-        let results = send(.get, "/secure")
-        guard case .authenticationFailed(let reason)? = results.error as? RestManager.CustomError else {
-            return XCTFail("\(String(describing: results.error))")
+        for call in 1...3 {
+            guard case .authenticationFailed(let reason)? = send(.get, "/secure").error as? RestManager.CustomError else {
+                return XCTFail("call \(call)")
+            }
+            XCTAssertEqual(
+                reason,
+                "the server rejected 3 new credentials within the rejection window; set credential (log in again) or wait")
         }
-        XCTAssertEqual(reason, "the server rejected 3 new credentials in a row")
         XCTAssertEqual(refresher.count, 3)
         let tokens = server.receivedRequests.map { $0.header("Authorization") ?? "" }
         XCTAssertEqual(tokens, ["Bearer old", "Bearer new-1", "Bearer new-2", "Bearer new-3"])
     }
 
+    /// An app polling a server that rejects every new token: 3 refreshes in the window, not 21 in 30 s.
+    func testPollingAServerThatRejectsEveryTokenRefreshesThreeTimesPerWindow() {
+        let authenticator = install(Credential(accessToken: "old"))
+        authenticator.rejectionWindow = 1.5
+        protect { _ in false }
+        let started = Date()
+        var failures = 0
+        while Date().timeIntervalSince(started) < 1 {
+            if send(.get, "/secure").error != nil { failures += 1 }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        XCTAssertGreaterThan(failures, 5)
+        XCTAssertEqual(refresher.count, 3, "within the window")
+        XCTAssertEqual(server.receivedRequests.count, 4)
+        // Once the window has passed, the next call tries again: new-3 is rejected once more (1 in the new window),
+        // then two new tokens (3), and it stops again.
+        Thread.sleep(forTimeInterval: 1.6)
+        XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertEqual(refresher.count, 5)
+        XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertEqual(server.receivedRequests.count, 7)
+        // A credential the app sets starts over at once (its own 401 is not counted: three new tokens follow).
+        authenticator.credential = Credential(accessToken: "logged-in")
+        XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertEqual(refresher.count, 8)
+    }
+
+    /// Short-lived tokens used all the time are refreshed about once per lifetime, and no call fails: a refresh
+    /// before expiry is not a rejection.
+    func testShortLivedTokensUsedContinuouslyKeepWorking() {
+        refresher.configure { $0.lifetime = 0.4 }
+        _ = install(Credential(accessToken: "first", expiresAt: Date(timeIntervalSinceNow: 0.4)))
+        protect { _ in true }
+        let started = Date()
+        var calls = 0
+        while Date().timeIntervalSince(started) < 3 {
+            XCTAssertEqual(send(.get, "/secure").statusCode, 200)
+            calls += 1
+        }
+        XCTAssertGreaterThan(calls, 20)
+        XCTAssertGreaterThanOrEqual(refresher.count, 5)
+        XCTAssertLessThanOrEqual(refresher.count, 12)
+    }
+
     /// Only a new token from `refresh` counts as rejected by its 401: a credential the caller set, or a token that
-    /// worked once, may expire on the server, and three new tokens in a row are tried after it.
+    /// worked once, may expire on the server, and three new tokens are tried after it.
     func testACallersCredentialAndAProvenTokenAreNotCountedAsRejected() {
         let authenticator = install(nil)
         authenticator.credential = Credential(accessToken: "logged-in")
         protect { _ in false }
         XCTAssertNotNil(send(.get, "/secure").error)
         XCTAssertEqual(refresher.count, 3, "after the caller's credential")
+        authenticator.credential = Credential(accessToken: "again")
         server.removeAllStubs()
         let used = ResultBox<String>()
         server.stub(path: "/secure") { request in
@@ -220,7 +269,7 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertNotNil(send(.get, "/secure").error)
         XCTAssertEqual(refresher.count, 7, "three more after the token that worked")
         let tokens = server.receivedRequests.map { $0.header("Authorization") ?? "" }
-        let expected = ["logged-in", "new-1", "new-2", "new-3", "new-3", "new-4", "new-4", "new-5", "new-6", "new-7"]
+        let expected = ["logged-in", "new-1", "new-2", "new-3", "again", "new-4", "new-4", "new-5", "new-6", "new-7"]
         XCTAssertEqual(tokens, expected.map { "Bearer " + $0 })
     }
 
@@ -283,14 +332,89 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(refresher.count, 0)
     }
 
-    /// No lockout: once the server accepts tokens again, the next call refreshes and succeeds, and the calls after it too.
-    func testAfterRejectedTokensTheNextCallsWorkAsSoonAsTheServerDoes() {
+    /// No lockout past the window: once it has passed, the next call refreshes and succeeds, and the calls after it.
+    func testAfterRejectedTokensTheNextCallsWorkOnceTheWindowHasPassed() {
         let authenticator = install(Credential(accessToken: "old"))
+        authenticator.rejectionWindow = 0.5
         protect { $0 == "new-4" }
         XCTAssertNotNil(send(.get, "/secure").error)
+        XCTAssertNotNil(send(.get, "/secure").error, "within the window: at once")
+        XCTAssertEqual(server.receivedRequests.count, 4)
+        Thread.sleep(forTimeInterval: 0.6)
         for _ in 0..<6 { XCTAssertEqual(send(.get, "/secure").statusCode, 200) }
         XCTAssertEqual(refresher.count, 4)
         XCTAssertEqual(authenticator.credential?.accessToken, "new-4")
+    }
+
+    /// A refresh request that carries the expired token (some endpoints want it) and gets a 401 (the usual "log out"
+    /// answer) ends the refresh at once: its 401 does not wait for the refresh it is part of (it did until the
+    /// deadline, and ended `.timedOut`).
+    func testARefreshWhoseOwnRequestGets401EndsAtOnce() {
+        protect { _ in false }
+        let rest = self.rest!
+        let refreshURL = url("/secure/refresh")
+        let authenticator = RestManager.Authenticator(credential: Credential(accessToken: "old")) { rejected in
+            var request = RestManager.Request(.post, url: refreshURL)
+            request.headers.add(value: "Bearer " + (rejected?.accessToken ?? ""), forKey: "Authorization")
+            let results = await rest.makeRequest(request)
+            guard results.statusCode == 200 else { throw RestManager.CustomError.unacceptableStatusCode(401, body: Data()) }
+            return Credential(accessToken: "never")
+        }
+        rest.authenticator = authenticator
+        rest.timeoutInterval = 30
+        let started = Date()
+        guard case .authenticationFailed(let reason)? = send(.get, "/secure", timeout: 60).error as? RestManager.CustomError
+        else { return XCTFail("not authenticationFailed") }
+        XCTAssertTrue(reason.hasPrefix("the credential refresh failed: The server answered with HTTP status 401"), reason)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+        XCTAssertEqual(server.receivedRequests.map(\.path), ["/secure", "/secure/refresh"])
+    }
+
+    /// Logging out while a refresh hangs ends every waiting call at once; logging in lets them go on with the new
+    /// credential. The refresh's late result changes nothing.
+    func testSettingTheCredentialDuringARefreshAnswersTheWaitingCallsAtOnce() {
+        protect { $0 == "logged-in" }
+        let gate = Gate()
+        refresher.configure { $0.gate = { await gate.wait() } }
+        for (credential, expected) in [(nil, "removed"), (Credential(accessToken: "logged-in"), "200")] {
+            let authenticator = install(Credential(accessToken: "old"))
+            let outcomes = ResultBox<String>()
+            let done = expectation(description: "five calls")
+            done.expectedFulfillmentCount = 5
+            for _ in 0..<5 {
+                rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { results in
+                    if case .authenticationFailed(let reason)? = results.error as? RestManager.CustomError {
+                        outcomes.set(reason.contains("removed") ? "removed" : reason)
+                    } else {
+                        outcomes.set("\(results.statusCode ?? 0)")
+                    }
+                    done.fulfill()
+                }
+            }
+            let waiting = expectation(for: NSPredicate { _, _ in authenticator.waitingCallers == 5 }, evaluatedWith: nil)
+            wait(for: [waiting], timeout: 15)
+            authenticator.credential = credential
+            wait(for: [done], timeout: 15)
+            XCTAssertEqual(outcomes.all, Array(repeating: expected, count: 5))
+        }
+        gate.open()
+        let released = expectation(for: NSPredicate { _, _ in self.refresher.count == 2 }, evaluatedWith: nil)
+        wait(for: [released], timeout: 15)
+        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertEqual(rest.authenticator?.credential?.accessToken, "logged-in", "the late refresh did not overwrite it")
+    }
+
+    /// A call whose deadline passes while it waits for a hanging refresh ends then, and stops waiting for it.
+    func testACallWaitingForAHangingRefreshLeavesAtItsDeadline() {
+        protect { _ in false }
+        let gate = Gate()
+        refresher.configure { $0.gate = { await gate.wait() } }
+        defer { gate.open() }
+        let authenticator = install(Credential(accessToken: "old"))
+        rest.timeoutInterval = 0.5
+        guard case .timedOut? = send(.get, "/secure").error as? RestManager.CustomError else { return XCTFail("no timeout") }
+        let left = expectation(for: NSPredicate { _, _ in authenticator.waitingCallers == 0 }, evaluatedWith: nil)
+        wait(for: [left], timeout: 15)
     }
 
     func testAFailingRefreshFailsEveryWaitingRequestWithItsReason() {

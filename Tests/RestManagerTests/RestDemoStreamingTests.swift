@@ -125,7 +125,7 @@ final class RestDemoStreamingTests: MockServerTestCase {
         XCTAssertEqual(child.waitForExit().status, 130)
         let url = "\(server.baseURL.absoluteString)/quiet"
         let expected =
-            "restdemo: retrying GET \(url) after attempt 1 in 0.05 s: The request to \(url) timed out after 0.5 s: "
+            "restdemo: retrying GET \(url) after attempt 1 in 0.10 s: The request to \(url) timed out after 0.5 s: "
             + "no byte was sent or received for that long (raise --timeout to wait longer)."
         XCTAssertEqual(ChildProcess.readFile(err).split(separator: "\n").first.map(String.init), expected)
     }

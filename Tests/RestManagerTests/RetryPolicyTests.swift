@@ -21,6 +21,27 @@ final class RetryPolicyTests: MockServerTestCase {
         XCTAssertEqual(received.map(\.body), [Data("payload".utf8), Data("payload".utf8)])
     }
 
+    /// `maximumRetries` and the backoff count the policy's own retries: an authenticator's resend after a 401 is not
+    /// one (after it, a 503 was retried once instead of twice, and the first delay was the second's).
+    func testTheAuthenticatorsResendIsNotOneOfThePolicysRetries() {
+        rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: "old")) { _ in
+            .init(accessToken: "new")
+        }
+        rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: 2, initialDelay: 0.2)
+        let delays = ResultBox<TimeInterval>()
+        rest.eventHandler = { event in
+            if case .retrying(_, _, let delay, let reason) = event, reason == "HTTP 503" { delays.set(delay) }
+        }
+        server.enqueue(MockServer.Response(status: 401))
+        server.enqueue(MockServer.Response(status: 503))
+        server.enqueue(MockServer.Response(status: 503))
+        XCTAssertEqual(send(.get, "/_test/echo").statusCode, 200)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("Authorization") }, ["Bearer old"] + Array(repeating: "Bearer new", count: 3))
+        XCTAssertEqual(delays.count, 2)
+        XCTAssertTrue((0.1...0.2).contains(delays.all[0]), "first retry: \(delays.all)")
+        XCTAssertTrue((0.2...0.4).contains(delays.all[1]), "second retry: \(delays.all)")
+    }
+
     func testNoPolicyNoRetryAndPostIsNotRetriedByDefault() {
         server.enqueue(MockServer.Response(status: 503))
         XCTAssertEqual(send(.get, "/_test/echo").statusCode, 503)
