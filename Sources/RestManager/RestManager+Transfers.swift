@@ -30,8 +30,8 @@ nonisolated extension RestManager {
         return startTransfer(request, progress: progress, making: file) { completion($0.validated(destination)) }
     }
 
-    /// The `await` form of `download(fromURL:to:timeoutInterval:progress:completion:)`; returns `destination`.
-    /// - Throws: `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
+    /// The `await` form of `download(fromURL:to:timeoutInterval:progress:completion:)`: `destination`, or a thrown
+    /// `CustomError` (`.unacceptableStatusCode`, `.fileAccessFailed`, `.cancelled`, …).
     @concurrent
     public func download(
         fromURL url: URL,
@@ -46,10 +46,9 @@ nonisolated extension RestManager {
     }
 
     /// Sends the file at `fileURL` as the body, streamed from disk, with the manager's headers and credential (not its
-    /// query or body). `Content-Type` defaults to `application/octet-stream`; a missing file, a folder, a FIFO or a
-    /// device fails with `.fileAccessFailed`, and so does a file that grows or shrinks while it is sent (exactly its
-    /// size at the start goes out; a link sends the file it points to). Timeouts as for `download`: idle, and
-    /// whole-call only when asked.
+    /// query or body; `Content-Type` `application/octet-stream` unless set). A missing file, a folder, a FIFO, a device
+    /// or a file that changes size while it is sent (a link sends its target) is `.fileAccessFailed`. Timeouts as for
+    /// `download`.
     @discardableResult
     public func upload(
         fileAt fileURL: URL,
@@ -329,9 +328,15 @@ nonisolated extension RestManager {
             do { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) } catch {
                 throw FileStream.failure(destination, "its folder cannot be created (\(error.localizedDescription))")
             }
-            // One writer per destination, in this process or another (two resuming one `.part` corrupted it).
-            lock = Foundation.open(destination.path + ".part.lock", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            // One writer per destination in any process; a lock no longer at the path (a finished download unlinked
+            // it) is none.
+            let path = destination.path + ".part.lock"
+            lock = Foundation.open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            var held = stat()
+            var named = stat()
+            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0, fstat(lock, &held) == 0, stat(path, &named) == 0,
+                held.st_ino == named.st_ino, held.st_dev == named.st_dev
+            else {
                 release()
                 throw FileStream.failure(destination, "another download to it is in progress")
             }
@@ -348,9 +353,8 @@ nonisolated extension RestManager {
         func prepare(_ request: inout URLRequest) {
             output = nil
             let size = FileStream.size(partial) ?? 0
-            // A validator is read only from a regular file (a link could point anywhere).
             var status = stat()
-            let regular = lstat(validatorFile.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+            let regular = lstat(validatorFile.path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG  // no link
             let validatorText = regular ? try? String(contentsOf: validatorFile, encoding: .utf8) : nil
             let validator = size > 0 ? validatorText.flatMap { $0.isEmpty ? nil : $0 } : nil
             offset = validator == nil ? 0 : size
@@ -371,8 +375,7 @@ nonisolated extension RestManager {
                 ?? response.value(forHTTPHeaderField: "Last-Modified")
             let range = response.value(forHTTPHeaderField: "Content-Range").flatMap(Self.contentRange)
             if status == 206 || (status == 416 && sentValidator != nil) {
-                // The validator sent must come back unchanged, as the ETag or the date, when the answer has either (a
-                // server may ignore If-Range); an ETag need not be quoted to count as one.
+                // The validator sent comes back unchanged (ETag, quoted or not, or date) if the answer has one of them.
                 let echoed = ["ETag", "Last-Modified"].compactMap { response.value(forHTTPHeaderField: $0) }
                 guard status == 206, let range, range.start == offset,
                     sentValidator == nil || echoed.isEmpty || echoed.contains(where: { $0 == sentValidator })
@@ -388,7 +391,6 @@ nonisolated extension RestManager {
                 if sentValidator == nil { try saveValidator(validator) }
                 return .transfer
             }
-            // Only an error answer stays in memory: its first 64 KiB, for `.unacceptableStatusCode`.
             guard (200..<300).contains(status) else { return .errorBody }
             offset = 0
             total = response.expectedContentLength >= 0 ? response.expectedContentLength : nil
@@ -434,9 +436,8 @@ nonisolated extension RestManager {
             return true
         }
 
-        /// Bytes on disk so far (a resumed download counts what it started from); at the end, the whole file.
+        /// Bytes on disk so far (a resumed download counts what it started from; none before a 2xx); at the end, all.
         func reportProgress(of task: URLSessionTask?, final: Bool) {
-            // Nothing to tell before a 2xx answer starts the file.
             guard let reporter, output != nil || final else { return }
             let completed = offset + written
             reporter.report(TransferProgress(completedBytes: completed, totalBytes: final ? completed : total))
@@ -493,8 +494,7 @@ nonisolated extension RestManager {
             guard fclose(file) == 0 else { throw Self.failure(url) }
         }
 
-        /// Throws `.fileAccessFailed` saying why `url` is not a readable regular file: a body needs a size (a FIFO went
-        /// out as `Content-Length: 0`), and opening a FIFO blocks.
+        /// Throws `.fileAccessFailed` unless `url` is a readable regular file (a body needs a size; a FIFO blocks).
         static func checkReadable(_ url: URL) throws {
             var status = stat()
             guard url.isFileURL, stat(url.path, &status) == 0 else { throw failure(url, "it does not exist") }

@@ -1422,7 +1422,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
                 let name = String(pair[..<equals])
                 let value = String(pair[pair.index(after: equals)...])
-                let decoded = value.removingPercentEncoding ?? value
+                var decoded = value
+                while let next = decoded.removingPercentEncoding, next != decoded { decoded = next }
                 // Each level of nesting is shorter than the one holding it: the recursion ends.
                 let nested =
                     (decoded != value || decoded.contains("?"))

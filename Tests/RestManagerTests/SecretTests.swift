@@ -178,4 +178,28 @@ final class SecretTests: MockServerTestCase {
         plain.body = Data(#"{"password":"not JSON-typed"}"#.utf8)
         XCTAssertTrue(try rest.curlCommand(for: plain).contains("not JSON-typed"), "an octet-stream body is not parsed")
     }
+
+    /// A fragment holds pairs too (an OAuth2 implicit grant's `#access_token=…`), and a query value may hold a URL
+    /// with its own secrets (`to=https%3A…%3Fsig%3D…`): both are redacted wherever a URL is printed.
+    func testFragmentsAndURLsInsideQueryValuesAreRedacted() throws {
+        let cases = [
+            ("https://h/cb#access_token=abc&state=xyz", "https://h/cb#access_token=<redacted>&state=xyz"),
+            ("https://h/cb?page=2#token=abc", "https://h/cb?page=2#token=<redacted>"),
+            ("https://h/doc#section-2", "https://h/doc#section-2"),
+            (
+                "https://h/go?to=https%3A%2F%2Fs3.example%2Fo%3Fsig%3Dabc%26x%3D1&lang=en",
+                "https://h/go?to=<redacted>&lang=en"
+            ),
+            ("https://h/go?to=https%253A%252F%252Fs%252Fo%253Ftoken%253Dabc", "https://h/go?to=<redacted>"),
+            ("https://h/go?next=/a?token=t&b=1", "https://h/go?next=<redacted>&b=1"),
+            ("https://h/go?state=a%3D1%26password%3Dpw", "https://h/go?state=<redacted>"),
+            ("https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b", "https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b"),
+        ]
+        for (text, shown) in cases {
+            let request = URLRequest(url: try XCTUnwrap(URL(string: text)))
+            XCTAssertEqual(RestManager.Event.started(request, attempt: 1).description, "started GET \(shown) (attempt 1)")
+            XCTAssertEqual(
+                RestManager.CustomError.invalidURL(text, reason: "test").localizedDescription, "Invalid URL '\(shown)': test.")
+        }
+    }
 }

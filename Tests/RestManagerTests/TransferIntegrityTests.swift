@@ -309,6 +309,30 @@ final class DownloadDestinationLockTests: MockServerTestCase {
         return done
     }
 
+    /// Downloads to one destination started 2 ms apart, so that new ones open the lock while others finish (and unlink
+    /// it): each has the destination to itself or fails at once, and the file is whole, never two writers' bytes.
+    func testDownloadsRacingForOneDestinationNeverShareIt() throws {
+        let target = scratch.appendingPathComponent("raced.bin")
+        let boxes = (0..<40).map { _ in ResultBox<Result<URL, RestManager.CustomError>>() }
+        var done: [XCTestExpectation] = []
+        for box in boxes {
+            done.append(start("/_test/files/300000", to: target, box))
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+        wait(for: done, timeout: 120)
+        var successes = 0
+        for box in boxes {
+            switch box.value {
+            case .success?: successes += 1
+            case .failure(let error)?:
+                XCTAssertTrue(error.localizedDescription.hasSuffix("another download to it is in progress."), "\(error)")
+            case nil: XCTFail("no completion")
+            }
+        }
+        XCTAssertGreaterThan(successes, 1)
+        XCTAssertEqual(try Data(contentsOf: target), pattern(300_000))
+    }
+
     func testASecondDownloadToADestinationInUseFailsAtOnce() throws {
         let target = scratch.appendingPathComponent("shared.bin")
         let first = ResultBox<Result<URL, RestManager.CustomError>>()
