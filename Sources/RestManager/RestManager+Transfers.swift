@@ -445,12 +445,12 @@ nonisolated extension RestManager {
 
         /// `bytes first-last/total` (RFC 9110 §14.4; the total may be `*`, and must be past `last` when given).
         static func contentRange(_ text: String) -> (start: Int64, last: Int64, total: Int64?)? {
-            let parts = text.split { " -/".contains($0) }
-            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = Int64(parts[1]),
-                let last = Int64(parts[2]),
-                last >= start, last < Int64.max, Int64(parts[3]).map({ $0 > last }) ?? (parts[3] == "*")
+            let parts = text.split(omittingEmptySubsequences: false) { " -/".contains($0) }
+            let numbers = parts.map { $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } ? Int64($0) : nil }
+            guard parts.count == 4, parts[0].lowercased() == "bytes", let start = numbers[1], let last = numbers[2],
+                last >= start, last < Int64.max, numbers[3].map({ $0 > last }) ?? (parts[3] == "*")
             else { return nil }
-            return (start, last, Int64(parts[3]))
+            return (start, last, numbers[3])
         }
     }
 

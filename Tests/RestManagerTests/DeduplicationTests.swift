@@ -36,6 +36,21 @@ final class DeduplicationTests: MockServerTestCase {
         XCTAssertEqual(server.receivedRequests.count, 2)
     }
 
+    /// Header values are compared exactly: two GETs whose values differ only in letter case are two calls (a token
+    /// or a signature is case-sensitive).
+    func testHeaderValuesDifferingInCaseAreNotShared() {
+        rest.deduplicatesRequests = true
+        let group = DispatchGroup()
+        for value in ["abc", "ABC"] {
+            group.enter()
+            var request = RestManager.Request(url: url("/_test/delay?seconds=0.3"))
+            request.headers.add(value: value, forKey: "X-Token")
+            rest.makeRequest(request) { _ in group.leave() }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(server.receivedRequests.map { $0.header("X-Token") }.sorted { ($0 ?? "") < ($1 ?? "") }, ["ABC", "abc"])
+    }
+
     /// The whole URL keys a shared call: two paths alike with other queries, or on another host, are two calls,
     /// each answered with its own.
     func testGetsToTheSamePathWithOtherQueriesOrHostsAreNotShared() throws {

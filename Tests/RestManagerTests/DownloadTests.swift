@@ -299,6 +299,48 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertEqual(rangesAndValidators(to: "/shifted"), [["bytes=100-", "\"v1\""], [nil, nil]])
     }
 
+    /// Writes `count` bytes of the pattern as `target`'s partial file, with `validator` to resume it by.
+    private func makePartial(_ target: URL, count: Int, validator: String = "\"v1\"") throws {
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try pattern(0..<count).write(to: partial(target))
+        try Data(validator.utf8).write(to: URL(fileURLWithPath: target.path + ".part.validator"))
+    }
+
+    /// A resumed 206 whose body is longer than its Content-Range fails, whatever the offset, and the destination
+    /// does not appear (nothing past the range is written).
+    func testAResumed206LongerThanItsContentRangeFailsWhateverTheOffset() throws {
+        for offset in [1, 100, 4_095, 4_096, 70_000] {
+            let target = destination("long-\(offset).bin")
+            try makePartial(target, count: offset)
+            let body = pattern(offset..<(offset + 150))
+            server.stub(path: "/long-\(offset)") { _ in
+                MockServer.Response(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(offset)-\(offset + 99)/\(offset + 100)")],
+                    body: body)
+            }
+            guard case .failure(let error)? = download("/long-\(offset)", to: target) else { return XCTFail("offset \(offset)") }
+            XCTAssertEqual(
+                error.localizedDescription, "Network error -1017: The server's answer is unusable: the 206 answer is longer than its Content-Range",
+                "offset \(offset)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: target.path), "offset \(offset)")
+            XCTAssertEqual(try Data(contentsOf: partial(target)), pattern(0..<(offset + 100)), "only the range is written")
+        }
+    }
+
+    /// A 206 that carries neither an ETag nor a Last-Modified (a server that does not repeat them) resumes: only a
+    /// validator that comes back different starts over.
+    func testA206WithoutValidatorsResumes() throws {
+        let target = destination("bare.bin")
+        try makePartial(target, count: 100)
+        let rest = pattern(100..<300)
+        server.stub(path: "/bare") { _ in
+            MockServer.Response(status: 206, headers: [("Content-Range", "bytes 100-299/300")], body: rest)
+        }
+        XCTAssertNoThrow(try XCTUnwrap(download("/bare", to: target)).get())
+        XCTAssertEqual(try Data(contentsOf: target), pattern(0..<300))
+        XCTAssertEqual(rangesAndValidators(to: "/bare"), [["bytes=100-", "\"v1\""]])
+    }
+
     /// A server that sends less than asked (299 bytes an answer here) is asked for the rest until the total: the
     /// file is complete, never one byte short.
     func testShortAnswersContinueUntilTheLastByte() throws {
@@ -327,6 +369,9 @@ final class DownloadTests: MockServerTestCase {
         XCTAssertNil(read("bytes 5-4/10"))
         XCTAssertNil(read("bytes */100"))
         XCTAssertNil(read("items 0-1/2"))
+        for garbled in ["bytes 0-99/1x0", "bytes 0-99/abc", "bytes 0-99/-100", "bytes 0-99/100 ", "bytes 0-99/", "bytes 0-99/+100"] {
+            XCTAssertNil(read(garbled), "a garbled total is no range: \(garbled)")
+        }
         XCTAssertNil(read("bytes 0-9223372036854775807/*"), "the byte after the range must fit in an Int64")
         XCTAssertEqual(read("bytes 0-9223372036854775806/*"), [0, 9_223_372_036_854_775_806, -1])
     }

@@ -88,6 +88,23 @@ final class EventTests: MockServerTestCase {
     }
 
     /// The duration counts from the call's start: at least the server's delay, and it says milliseconds.
+    /// `started` names the request as the interceptors made it (their headers, their URL), not as the caller built it.
+    func testTheStartedEventShowsTheRequestAsAdapted() throws {
+        let moved = url("/_test/echo?moved=1")
+        rest.interceptors = [NoSilentChangeTests.Adapting { request in
+            request.setValue("yes", forHTTPHeaderField: "X-Signed")
+            request.url = moved
+        }]
+        let started = ResultBox<URLRequest>()
+        rest.eventHandler = { event in
+            if case .started(let request, _) = event { started.set(request) }
+        }
+        XCTAssertEqual(send(.get, "/_test/status/200").statusCode, 200)
+        XCTAssertEqual(started.count, 1)
+        XCTAssertEqual(started.value?.value(forHTTPHeaderField: "X-Signed"), "yes")
+        XCTAssertEqual(started.value?.url, moved)
+    }
+
     func testTheDurationCoversTheWholeCall() throws {
         server.stub(path: "/slow") { _ in
             var response = MockServer.Response(status: 200)

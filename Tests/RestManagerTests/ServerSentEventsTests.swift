@@ -37,6 +37,8 @@ final class ServerSentEventsTests: MockServerTestCase {
         XCTAssertEqual(parse(["data: a", "", "\u{FEFF}data: b", ""]), [Event(data: "a")], "a BOM only opens the stream")
         XCTAssertEqual(parse(["data:  two", ""]), [Event(data: " two")])
         XCTAssertEqual(parse(["data", ""]), [Event(data: "")])
+        XCTAssertEqual(parse(["data", "data: x", ""]), [Event(data: "\nx")], "an empty data line before is a leading LF")
+        XCTAssertEqual(parse(["data:", "data:", ""]), [Event(data: "\n")])
         XCTAssertEqual(parse([": comment", ""]), [])
         XCTAssertEqual(parse(["event: add", "data: 1", "", "data: 2", ""]), [Event(event: "add", data: "1"), Event(data: "2")])
         XCTAssertEqual(parse(["id: 7", "data: a", "", "data: b", ""]), [Event(id: "7", data: "a"), Event(id: "7", data: "b")])

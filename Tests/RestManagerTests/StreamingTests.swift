@@ -321,6 +321,18 @@ final class StreamingTests: MockServerTestCase {
         XCTAssertEqual(count, size)
     }
 
+    /// The idle timeout is the longest gap between bytes, not the longest stream: chunks 0.1 s apart for 1.2 s with an
+    /// idle timeout of 0.4 s arrive whole.
+    func testChunksArrivingForLongerThanTheIdleTimeoutDoNotEndItAsIdle() async throws {
+        rest.idleTimeoutInterval = 0.4
+        let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }
+        server.stub("GET", path: "/steady", response: .streamed(pieces))
+        let (body, _) = try await rest.stream(request("/steady"))
+        var received = ""
+        for try await chunk in body { received += String(decoding: chunk, as: UTF8.self) }
+        XCTAssertEqual(received, (0..<12).map { "\($0)," }.joined())
+    }
+
     func testAHealthyStreamOutlivesTheManagersWholeCallTimeout() async throws {
         rest.timeoutInterval = 0.3
         let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }
