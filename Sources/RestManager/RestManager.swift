@@ -277,15 +277,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
     // MARK: - Public API: utilities
 
-    /// The `curl` command for the request `makeRequest` would send now; secrets `<redacted>` unless `revealingSecrets`.
-    /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
-    public func curlCommand(
-        forURL url: URL, withHttpMethod httpMethod: HttpMethod, revealingSecrets: Bool = false
-    ) throws -> String {
-        RequestBuilder.curlCommand(
-            for: try makeURLRequest(toURL: url, withHttpMethod: httpMethod), revealingSecrets: revealingSecrets)
-    }
-
     /// The `URLRequest` that `makeRequest` would send now (URL with query, headers, body), without sending it; files
     /// added by URL are read into its body.
     /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
@@ -347,13 +338,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
         let results = await makeRequest(request)
         try results.validate()
         return try results.decode(type, using: decoder)
-    }
-
-    /// The `curl` command for `request` as sent now (no token); secrets `<redacted>` unless `revealingSecrets`.
-    /// - Throws: the same `CustomError` that `makeRequest` would report for invalid input.
-    public func curlCommand(for request: Request, revealingSecrets: Bool = false) throws -> String {
-        RequestBuilder.curlCommand(
-            for: try RequestBuilder.build(request, snapshot: withState { $0 }), revealingSecrets: revealingSecrets)
     }
 
     // MARK: - Public API: streaming
@@ -1331,28 +1315,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
             for (name, value) in request.allHTTPHeaderFields ?? [:] { try validateHeader(name: name, value: value) }
         }
 
-        static func curlCommand(for request: URLRequest, revealingSecrets: Bool) -> String {
-            var parts = ["curl"]
-            let method = request.httpMethod ?? "GET"
-            if method == "HEAD" { parts.append("--head") } else if method != "GET" { parts.append("-X \(method)") }
-            let url = request.url?.absoluteString ?? ""
-            parts.append(Encoding.shellQuoted(revealingSecrets ? url : Redaction.url(url)))
-            let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
-            for (name, value) in headers {
-                let shown = !revealingSecrets && Redaction.isSecretHeader(name) ? "<redacted>" : value
-                parts.append("-H " + Encoding.shellQuoted("\(name): \(shown)"))
-            }
-            if var body = request.httpBody, !body.isEmpty {
-                if !revealingSecrets {
-                    body = Redaction.body(body, contentType: request.value(forHTTPHeaderField: "Content-Type"))
-                }
-                let text = String(data: body, encoding: .utf8).flatMap {
-                    $0.contains("\0") ? nil : Encoding.shellQuoted($0)
-                }
-                parts.append("--data-binary " + (text ?? "@body.bin  # \(body.count) bytes of binary data"))
-            }
-            return parts.joined(separator: " ")
-        }
     }
 
     /// The one rule of what is secret, wherever the library prints a request (cURL, events, errors): URL user names and
@@ -1382,42 +1344,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 .contains { lowercased.contains($0) }
         }
 
-        /// A body with the values of secret-named JSON (object members at any depth) or form fields `<redacted>`.
-        static func body(_ body: Data, contentType: String?) -> Data {
-            let media = RestManager.mediaType(contentType)
-            if media == "application/x-www-form-urlencoded", let text = String(data: body, encoding: .utf8) {
-                return Data(redactingPairs(Substring(text)).utf8)
-            }
-            guard media == "application/json",
-                let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])
-            else { return body }
-            var found = false
-            let redacted = redactingJSON(object, found: &found)
-            guard found, let data = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys]) else {
-                return body
-            }
-            return data
-        }
-
-        private static func redactingJSON(_ value: Any, found: inout Bool) -> Any {
-            if let array = value as? [Any] { return array.map { redactingJSON($0, found: &found) } }
-            guard let object = value as? [String: Any] else { return value }
-            var copy = object
-            for (name, member) in object {
-                if isSecretName(name) {
-                    copy[name] = "<redacted>"
-                    found = true
-                } else {
-                    copy[name] = redactingJSON(member, found: &found)
-                }
-            }
-            return copy
-        }
-
         /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`, and a value holding a URL or
         /// pairs with a secret in them (`to=https%3A…%3Fsig%3D…`). A form's "+" (a space) is left as it is: no secret
         /// name has a space in it.
-        private static func redactingPairs(_ pairs: Substring) -> String {
+        static func redactingPairs(_ pairs: Substring) -> String {
             pairs.split(separator: "&", omittingEmptySubsequences: false).map { pair in
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
                 let name = String(pair[..<equals])
@@ -1529,9 +1459,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
         static func singleLine(_ text: String) -> String {
             text.replacingOccurrences(of: "\r", with: " ").replacingOccurrences(of: "\n", with: " ")
-        }
-        static func shellQuoted(_ text: String) -> String {
-            "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
         }
         /// Text for an error message, control characters made visible.
         static func printable(_ text: String) -> String {

@@ -98,7 +98,7 @@ private func lines(of chunks: [ArraySlice<UInt8>]) -> [String] {
 
 private func redactsBodies(_ bytes: [UInt8], _ text: String) {
     for type in ["application/json", "application/x-www-form-urlencoded", "application/vnd.api+json; charset=utf-8"] {
-        _ = RestManager.Redaction.body(Data(bytes), contentType: type)
+        _ = RestManager.redactedBody(Data(bytes), contentType: type)
     }
     _ = RestManager.mediaType(text)
 }
