@@ -674,8 +674,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private var wasCancelled = false
         /// Told the call's `finished` event once, before the completion (a program may exit in its completion).
         private let eventHandler: (@Sendable (Event) -> Void)?
-        /// When the call started: the event's duration counts from there.
-        private let started: DispatchTime
+        /// When the call started: the event's duration and its deadline count from there.
+        let started: DispatchTime
         /// The request the event names: the call's own until it is built, then the one on the wire.
         private var eventRequest: URLRequest
 
@@ -2074,7 +2074,22 @@ nonisolated public final class RestManager: @unchecked Sendable {
         }
 
         private func fail(_ error: any Error) { finish(Results(withError: CustomError.wrap(error))) }
-        private func deadlinePassed() { fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
+        /// A caller's deadline passed. Callers sharing this call (de-duplication) joined later: each keeps its own.
+        private func deadlinePassed() {
+            let timedOut = CustomError.timedOut(firstURL, after: settings.timeout)
+            let (late, next) = lock.withLock { () -> ([RequestHandle], TimeInterval?) in
+                let now = DispatchTime.now().uptimeNanoseconds
+                let left = { (handle: RequestHandle) in
+                    self.settings.timeout - Double(now - handle.started.uptimeNanoseconds) / 1e9
+                }
+                guard let next = handles.map(left).filter({ $0 > 0.001 }).min() else { return ([], nil) }
+                defer { handles.removeAll { left($0) <= 0.001 } }
+                return (handles.filter { left($0) <= 0.001 }, next)
+            }
+            guard let next else { return fail(timedOut) }
+            for handle in late { handle.deliver(Results(withError: timedOut)) }
+            startTimer(after: next) { [weak self] in self?.deadlinePassed() }
+        }
         /// Ends the call when no byte arrived or was sent for `idleTimeout`.
         private func checkIdle() {
             let idle = lock.withLock { () -> TimeInterval in

@@ -76,6 +76,34 @@ final class DeduplicationTests: MockServerTestCase {
         }
     }
 
+    /// A caller that joins a shared call later keeps its own deadline: the first caller times out at 1 s, the one
+    /// that joined 0.6 s later gets the answer at 1.3 s (it got the first caller's deadline and timed out with it).
+    func testALateJoinerKeepsItsOwnDeadline() {
+        rest.deduplicatesRequests = true
+        rest.timeoutInterval = 1
+        let outcomes = ResultBox<(String, String, TimeInterval)>()
+        let group = DispatchGroup()
+        let started = Date()
+        let rest = self.rest!
+        let target = url("/_test/delay?seconds=1.3")
+        for (name, delay) in [("first", 0.0), ("joiner", 0.6)] {
+            group.enter()
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                rest.makeRequest(toURL: target, withHttpMethod: .get) { results in
+                    let outcome = results.error.map { "\($0)" } ?? "HTTP \(results.statusCode ?? 0)"
+                    outcomes.set((name, outcome, Date().timeIntervalSince(started)))
+                    group.leave()
+                }
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 15), .success)
+        let byName = Dictionary(uniqueKeysWithValues: outcomes.all.map { ($0.0, ($0.1, $0.2)) })
+        XCTAssertTrue(byName["first"]?.0.contains("timed out after 1.0 s") == true, "\(byName)")
+        XCTAssertEqual(byName["joiner"]?.0, "HTTP 200", "\(byName)")
+        XCTAssertGreaterThanOrEqual(byName["joiner"]?.1 ?? 0, 1.3)
+        XCTAssertEqual(server.receivedRequests.count, 1, "shared")
+    }
+
     /// A caller's own deadline holds when it would share a call: a short one does not cut a longer one's call short,
     /// and a long one does not stretch a short one's.
     func testCallsWithOtherDeadlinesAreNotShared() {
