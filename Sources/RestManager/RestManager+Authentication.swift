@@ -126,7 +126,8 @@ nonisolated extension RestManager {
                     state = .idle
                     return waiting
                 }
-                for waiter in waiting { waiter.continuation.resume(with: newValue.map { .success($0) } ?? .failure(Self.removed)) }
+                let outcome: Result<Credential, any Error> = newValue.map { .success($0) } ?? .failure(Self.removed)
+                for waiter in waiting { waiter.continuation.resume(with: outcome) }
             }
         }
 
@@ -213,7 +214,9 @@ nonisolated extension RestManager {
                             return .waits
                         }
                         // A refresh ended since `rejected` was read: its credential is the answer, not another refresh.
-                        if let stored, stored.accessToken != rejected?.accessToken { return .answered(.success(stored)) }
+                        if let stored, stored.accessToken != rejected?.accessToken {
+                            return .answered(.success(stored))
+                        }
                         // Logged out since: a refresh would log the user back in.
                         guard stored != nil else { return .answered(.failure(Self.removed)) }
                         state = .refreshing(waiting: [(id, continuation)])

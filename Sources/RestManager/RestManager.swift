@@ -1306,11 +1306,11 @@ nonisolated public final class RestManager: @unchecked Sendable {
         static func validateAdapted(_ request: URLRequest) throws {
             let method = request.httpMethod ?? "GET"
             guard !method.isEmpty, method.utf8.allSatisfy({ Encoding.tokenCharacters[Int($0)] }) else {
-                let reason = "the method '\(Encoding.printable(method))' an interceptor set is not a token (RFC 9110 §9)"
+                let reason = "the method '\(Encoding.printable(method))' an interceptor set is not an RFC 9110 token"
                 throw CustomError.invalidHeader(name: "Method", reason: reason)
             }
             if ["GET", "HEAD"].contains(method), request.httpBody != nil || request.httpBodyStream != nil {
-                throw CustomError.bodyEncodingFailed("an interceptor gave a \(method) request a body, which it cannot carry")
+                throw CustomError.bodyEncodingFailed("a \(method) request cannot carry the body an interceptor gave it")
             }
             for (name, value) in request.allHTTPHeaderFields ?? [:] { try validateHeader(name: name, value: value) }
         }
@@ -1345,8 +1345,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         }
 
         /// `name=value` pairs joined by "&" with the values of secret names `<redacted>`, and a value holding a URL or
-        /// pairs with a secret in them (`to=https%3A…%3Fsig%3D…`). A form's "+" (a space) is left as it is: no secret
-        /// name has a space in it.
+        /// pairs with a secret in them (`to=https%3A…%3Fsig%3D…`). A form's "+" (a space) is kept: no name has one.
         static func redactingPairs(_ pairs: Substring) -> String {
             pairs.split(separator: "&", omittingEmptySubsequences: false).map { pair in
                 guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
@@ -1504,8 +1503,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             start(value, snapshot: snapshot, handle: handle, started: started)
             return handle
         }
-        // Assembling a multipart body copies files: not on the caller's thread, and within the call's deadline. Then
-        // the call goes on in a task made here, whose task-local values its interceptors see.
+        // Files are copied off the caller's thread, within the deadline; then the call goes on in a task made here.
         let check = { @Sendable [timeout = snapshot.timeout] () throws in
             if handle.isCancelled { throw CustomError.cancelled }
             if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
@@ -1585,10 +1583,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
         }
 
-        /// The delegate calls queued and not yet begun. FoundationNetworking reads on whether its delegate keeps up or
-        /// not (a slow disk piled chunks up in memory): past `limit` (32 MiB of 16 KiB chunks) a thread queuing a call
-        /// waits, so the socket does and the peer slows to the disk's pace. That thread is FoundationNetworking's
-        /// queue, which creating, resuming or cancelling a task waits for: those run `excused`; waits end after 10 ms.
+        /// The delegate calls queued and not yet begun: past `limit` (32 MiB of 16 KiB chunks) the thread queuing one
+        /// waits (FoundationNetworking reads on regardless: a slow disk piled chunks up), so the peer slows down. It is
+        /// FoundationNetworking's queue, which creating, resuming or cancelling a task needs: those run `excused`.
         final class Backlog: @unchecked Sendable {
             private let lock = Lock()
             private var queued = 0
@@ -1655,7 +1652,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
     }
 
     /// A streamed body between the exchange (the delegate queue appends) and its one reader, ended by the completion.
-    ///
     /// Its lifecycle: `waitingForHead` -- a 2xx head (`settleHead`) --> `open` -- the completion (`end`) --> `ended`
     /// (the reader gets the chunks left, then the end). A call that completes before a 2xx head (an error, a non-2xx,
     /// an answer from an interceptor) goes from `waitingForHead` to `ended` and `head()` says why.
@@ -1666,8 +1662,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private var headWaiter: CheckedContinuation<(ResponseBody, Response), any Error>?
         /// The head's outcome until `head()` takes it (no body here: it would keep this buffer alive).
         private var headOutcome: Result<Response, any Error>?
-        /// The bytes the reader has not taken, as one buffer: a reader that fell behind takes them all at once, so it
-        /// catches up at the cost of a copy instead of a task switch per chunk.
+        /// The bytes the reader has not taken, in one buffer: a reader that fell behind takes them all in one copy.
         private var unread = Data()
         private var reader: CheckedContinuation<Data?, any Error>?
         private var handle: RequestHandle?
@@ -1676,8 +1671,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// Whether a 2xx head was handed over.
         var isOpen: Bool { lock.withLock { (try? headOutcome?.get()) != nil } }
 
-        /// Records the call to cancel: before `stream(_:)` waits for the head, so before any `cancel()` (its
-        /// cancellation handler comes after this, and no body exists before the head).
+        /// Records the call to cancel, before `stream(_:)` waits for the head: before any `cancel()` can come.
         func attach(_ handle: RequestHandle) { lock.withLock { self.handle = handle } }
 
         /// Ends the call (once nobody reads, or the reader's task was cancelled).
@@ -1778,10 +1772,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
         }
     }
 
-    /// The body seam: where an answer's body goes when not to memory, and what progress it reports. The transfers
-    /// add-on implements it (a download's file, an upload's body file); the exchange calls it under its lock, on the
-    /// session's delegate queue: `open` once, then per request `prepare`, `begin` at the head, `write` per chunk of a
-    /// body it took, `complete` after a 2xx; `release` when the call ends.
+    /// The body seam, for the transfers add-on (a download's file, an upload's): called under the exchange's lock on
+    /// the delegate queue, `open` once, then per request `prepare`, `begin` at the head, `write` per chunk of a body it
+    /// took, `complete` after a 2xx; `release` when the call ends.
     protocol Transfer: AnyObject, Sendable {
         /// Checks and claims the files before the first request; throwing ends the call with that error.
         func open() throws
@@ -1816,7 +1809,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
     }
 
     /// One call on the wire: its attempts, redirects, deadline, body as it arrives, and the handles waiting for it.
-    ///
     /// Its lifecycle, in `state` and `attempt` (n; under `lock`); `perform` builds the request and calls `start()`:
     /// ```
     /// start() arms the deadline (timer queue) --> adapting(1)
@@ -1997,8 +1989,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             send(next)
         }
 
-        /// An attempt's outcome goes through the interceptors' `decide` (a step, only when there are any): retried
-        /// after the delay one asks for while the deadline and `maximumAttempts` allow, or delivered.
+        /// An attempt's outcome goes to the interceptors' `decide` (a step, when there are any): retried or delivered.
         private func attemptEnded(_ results: Results) {
             // A stream whose body the caller has begun to get cannot be sent again.
             guard let steps, stream?.isOpen != true else { return finish(results) }
@@ -2123,9 +2114,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             if started { Transport.backlog.excused { task.resume() } } else { cancelLater(task) }
         }
 
-        /// `request` as it goes out (under `lock`): the transfer's adjustments, and on Linux its body as a stream.
-        /// libcurl sends a request again on a fresh connection when the reused one died before an answer: only a stream
-        /// is rewound (`freshBodyStream()`); `Data` went without its bytes and waited for the deadline (BENCHMARKS).
+        /// `request` as it goes out (under `lock`): the transfer's adjustments, and on Linux its body as a stream that
+        /// libcurl rewinds (`freshBodyStream()`) to resend on a fresh connection (`Data` went without its bytes).
         private func withBody(_ request: URLRequest) -> URLRequest {
             var request = request
             transfer?.prepare(&request)
@@ -2156,16 +2146,14 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     lastActivity = .now()
                     let http = response as? HTTPURLResponse
                     if stream != nil {
-                        // A 2xx head with a body opens the stream; another answer is decided on whole, as any call's
-                        // (a 204 too: it ends when its call has, `finished` event included).
+                        // A 2xx head with a body opens the stream; another (a 204 too) is decided whole, as any call's.
                         let status = http?.statusCode ?? 0
                         target = (200..<300).contains(status) && ![204, 205].contains(status) ? .stream : .errorBody
                     } else if let transfer, let http {
                         target = try transfer.begin(http)
                     } else {
                         target = .memory
-                        // The announced length (compressed bytes, if any) is a good first guess for the size; capped: a
-                        // header may announce anything (30 GB with a limit of Int.max would trap).
+                        // The announced length is a good first guess, capped (30 GB with a limit of Int.max trapped).
                         let expected = min(
                             response.expectedContentLength, Int64(min(settings.maximumResponseSize ?? .max, 16 << 20)))
                         if expected > 0 { body.reserveCapacity(Int(expected)) }
@@ -2204,11 +2192,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     }
                     return false
                 }
-                // The answer is complete as far as the call goes. Cancelled at once, off this queue: queued behind the
-                // chunks libcurl goes on reading meanwhile, a cancel waited seconds (the peer's other answers too).
+                // The answer is complete as far as the call goes.
                 if enough {
                     completed(task, error: nil)
-                    DispatchQueue.global().async { task.cancel() }
+                    cancelOffQueue(task)
                 }
             } catch { fail(error) }
         }
@@ -2331,14 +2318,12 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private func release(_ resources: Resources) {
             resources.timers.forEach { $0.cancel() }
             guard let task = resources.task else { return }
-            // An open stream has no redirect to decide; cancelling from the delegate queue would block it while libcurl
-            // goes on reading, piling chunks up behind it (a whole fast body).
-            if stream?.isOpen == true {
-                DispatchQueue.global().async { task.cancel() }
-            } else {
-                cancelLater(task)
-            }
+            if stream?.isOpen == true { cancelOffQueue(task) } else { cancelLater(task) }
         }
+
+        /// Cancels a task whose body is arriving (no redirect left to decide) off the delegate queue, where the cancel
+        /// would wait behind the chunks libcurl goes on reading: seconds for a fast peer, a whole fast body.
+        private func cancelOffQueue(_ task: URLSessionDataTask) { DispatchQueue.global().async { task.cancel() } }
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.

@@ -91,10 +91,12 @@ final class EventTests: MockServerTestCase {
     /// `started` names the request as the interceptors made it (their headers, their URL), not as the caller built it.
     func testTheStartedEventShowsTheRequestAsAdapted() throws {
         let moved = url("/_test/echo?moved=1")
-        rest.interceptors = [NoSilentChangeTests.Adapting { request in
-            request.setValue("yes", forHTTPHeaderField: "X-Signed")
-            request.url = moved
-        }]
+        rest.interceptors = [
+            NoSilentChangeTests.Adapting { request in
+                request.setValue("yes", forHTTPHeaderField: "X-Signed")
+                request.url = moved
+            }
+        ]
         let started = ResultBox<URLRequest>()
         rest.eventHandler = { event in
             if case .started(let request, _) = event { started.set(request) }

@@ -56,7 +56,7 @@ final class NoSilentChangeTests: MockServerTestCase {
         XCTAssertEqual(
             error?.description,
             #"Invalid request header 'Method': the method 'GET /smuggle HTTP/1.1\u{d}\u{a}X:' an interceptor set is "#
-                + "not a token (RFC 9110 §9).")
+                + "not an RFC 9110 token.")
         rest.interceptors = [Adapting { $0.httpMethod = "" }]
         guard case .invalidHeader(name: "Method", _)? = send(.get, "/_test/echo").error as? RestManager.CustomError
         else { return XCTFail("an empty method went out") }
@@ -71,8 +71,8 @@ final class NoSilentChangeTests: MockServerTestCase {
             let error = send(method, "/_test/echo").error as? RestManager.CustomError
             XCTAssertEqual(
                 error?.description,
-                "The request body could not be encoded: an interceptor gave a \(method.name) request a body, which it "
-                    + "cannot carry.")
+                "The request body could not be encoded: a \(method.name) request cannot carry the body an interceptor "
+                    + "gave it.")
         }
         XCTAssertEqual(server.receivedRequests.count, 0)
     }

@@ -193,7 +193,7 @@ final class SecretTests: MockServerTestCase {
             ("https://h/go?to=https%253A%252F%252Fs%252Fo%253Ftoken%253Dabc", "https://h/go?to=<redacted>"),
             ("https://h/go?next=/a?token=t&b=1", "https://h/go?next=<redacted>&b=1"),
             ("https://h/go?state=a%3D1%26password%3Dpw", "https://h/go?state=<redacted>"),
-            ("https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b", "https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b"),
+            ("https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b", "https://h/go?next=%2Fhome%3Fpage%3D2&q=a%20b")
         ]
         for (text, shown) in cases {
             let request = URLRequest(url: try XCTUnwrap(URL(string: text)))
