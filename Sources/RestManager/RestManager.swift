@@ -1,6 +1,5 @@
-//  RestManager.swift — a single-file, dependency-free REST client on URLSession, one code path on Linux and Apple
-//  platforms; needs only Foundation and Dispatch. `nonisolated` and `@concurrent` keep its work off the main actor in
-//  any app target. Outline: public API, nested types, request building and encoding, transport, private helpers.
+//  RestManager.swift — a dependency-free REST client on URLSession, one code path on Linux and Apple platforms, off
+//  the main actor in any app target. Outline: public API, nested types, request building, transport, helpers.
 
 public import Foundation
 #if canImport(FoundationNetworking)
@@ -1508,8 +1507,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             if handle.isCancelled { throw CustomError.cancelled }
             if Self.seconds(since: started) >= timeout { throw CustomError.timedOut(value.url, after: timeout) }
         }
-        // Handed over under a lock: ThreadSanitizer does not always see a continuation resumed from Dispatch order
-        // the assembler's writes before the task's reads (it reported a race in a body file's `release()`).
+        // Under a lock: ThreadSanitizer missed the order a resume from Dispatch gives the assembler's writes (a race).
         let assembled = Locked<Result<Request, any Error>>(.failure(CustomError.cancelled))
         Task { [snapshot] in
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -1794,7 +1792,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         var failure: CustomError? { get }
     }
 
-    /// Where an answer's body goes.
+    /// Where an answer's body goes (`awaitingHead` until the current request's head arrives).
     enum BodyTarget {
         /// Kept in memory, up to `maximumResponseSize`.
         case memory
@@ -1806,6 +1804,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         case stream
         /// Not read: the request goes out again at once.
         case restart
+        case awaitingHead
     }
 
     /// One call on the wire: its attempts, redirects, deadline, body as it arrives, and the handles waiting for it.
@@ -2108,6 +2107,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             transport.delegate.register(self, for: task)
             let started = unlessFinished {
                 self.task = task
+                target = .awaitingHead
                 body = Data()
             }
             // A task created but never resumed would stay in the session forever: discard it.
@@ -2180,7 +2180,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     switch target {
                     case .stream: try stream?.append(data)
                     case .transfer: try transfer?.write(data)
-                    case .errorBody, .restart:
+                    case .errorBody, .restart, .awaitingHead:
                         body.append(data.prefix(max(0, Self.errorBodyLimit - body.count)))
                         return target == .errorBody && body.count == Self.errorBodyLimit
                     case .memory:
@@ -2217,8 +2217,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 let urlError = Self.classified(
                     error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
                 if urlError.code == .timedOut { return fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
-                // A cancel nobody here made (that finishes the exchange first): the session delegate declined an
-                // authentication challenge, whose answer (401, 407) is in the task's response.
+                // A cancel nobody here made: the delegate declined a challenge; the answer (401, 407) is the task's.
                 guard urlError.code == .cancelled, let http = task.response as? HTTPURLResponse else {
                     return attemptEnded(Results(withError: CustomError.transport(urlError)))
                 }
@@ -2298,7 +2297,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     task = nil
                     timers = []
                 }
-                return (handles, (task, timers), request)
+                return (handles, (task, timers, target != .awaitingHead), request)
             }
             guard let outcome else { return }
             steps?.finish()
@@ -2312,18 +2311,20 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// How much of a non-2xx answer's body a call keeps (64 KiB): an error page, not an endless stream.
         static let errorBodyLimit = 65_536
 
-        private typealias Resources = (task: URLSessionDataTask?, timers: [any DispatchSourceTimer])
+        private typealias Resources = (task: URLSessionDataTask?, timers: [any DispatchSourceTimer], headArrived: Bool)
 
         /// Outside the lock: stops the timers and cancels the task unless it has completed.
         private func release(_ resources: Resources) {
             resources.timers.forEach { $0.cancel() }
             guard let task = resources.task else { return }
-            if stream?.isOpen == true { cancelOffQueue(task) } else { cancelLater(task) }
+            if resources.headArrived { cancelOffQueue(task) } else { cancelLater(task) }
         }
 
         /// Cancels a task whose body is arriving (no redirect left to decide) off the delegate queue, where the cancel
-        /// would wait behind the chunks libcurl goes on reading: seconds for a fast peer, a whole fast body.
-        private func cancelOffQueue(_ task: URLSessionDataTask) { DispatchQueue.global().async { task.cancel() } }
+        /// would wait behind the chunks libcurl goes on reading (hundreds of MB from a fast peer refused at 1 MiB).
+        private func cancelOffQueue(_ task: URLSessionDataTask) {
+            DispatchQueue.global().async { Transport.backlog.excused { task.cancel() } }
+        }
 
         /// Cancels outside every lock, on the delegate queue: on Linux `cancel()` hops synchronously onto the session's
         /// queue, and a cancel that overtakes the redirect decision traps; the delegate queue orders the two.
@@ -2381,8 +2382,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             completionHandler: @escaping @Sendable (URLRequest?) -> Void
         ) {
             exchange(for: task)?.redirectHookCalled()
-            // A task cancelled before this call (cancels run on this same queue) is not answered: on Linux the answer
-            // would reach a task no longer waiting for it, and that traps.
+            // A task cancelled before this call (on this queue) is not answered: on Linux that traps.
             guard task.state == .running else { return }
             completionHandler(nil)
         }
@@ -2392,8 +2392,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
             completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
         ) {
             #if canImport(FoundationNetworking)
-            // Linux never completes a 401 or 407 challenge otherwise; the exchange reads the answer back from the
-            // task's response. (TLS is verified by libcurl there, never here.)
+            // Linux completes a 401 or 407 challenge no other way (the exchange reads the answer); libcurl checks TLS.
             completionHandler(.cancelAuthenticationChallenge, nil)
             #else
             // TLS validation and a 401 without credentials both stay Foundation's job here.

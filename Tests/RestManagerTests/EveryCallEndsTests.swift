@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import XCTest
+import HeapStatistics
 import MockServer
 import RestManager
 
@@ -125,5 +126,79 @@ final class EveryCallEndsTests: MockServerTestCase {
         let file = scratch.appendingPathComponent("body.bin")
         try Data(count: 100_000).write(to: file)
         assertCutAnswer(await ended { await $0.upload(fileAt: file, toURL: url) })
+    }
+}
+
+/// Refusing an answer costs at most the limit plus a small constant, on every path: the call's task is cancelled at
+/// once, not after the chunks libcurl reads meanwhile (they piled up behind the cancel: +68 to +92 MB for an upload).
+final class RefusedAnswerMemoryTests: MockServerTestCase {
+    private func peakHeapGrowth(_ body: () async -> Void) async -> Int {
+        let before = heap_statistics_live_bytes()
+        let peak = ResultBox<Int>()
+        let sampling = ResultBox<Bool>()
+        let sampler = Thread {
+            var most = 0
+            while sampling.value == nil {
+                most = max(most, heap_statistics_live_bytes() - before)
+                usleep(1_000)
+            }
+            peak.set(most)
+        }
+        sampler.start()
+        await body()
+        sampling.set(true)
+        while peak.count == 0 { usleep(1_000) }
+        return peak.value ?? .max
+    }
+
+    static let endlessServer = """
+        def serve(connection):
+            pending = read_until(connection, b"", lambda b: b"\\r\\n\\r\\n" in b)
+            if pending is None:
+                return
+            head = pending.split(b"\\r\\n\\r\\n")[0].lower()
+            length = [int(l.split(b":")[1]) for l in head.split(b"\\r\\n") if l.startswith(b"content-length:")]
+            body = pending.split(b"\\r\\n\\r\\n", 1)[1]
+            if length and read_until(connection, body, lambda b: len(b) >= length[0]) is None:
+                return
+            connection.sendall(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n")
+            chunk = b"10000\\r\\n" + b"x" * 65536 + b"\\r\\n"
+            try:
+                while True:
+                    connection.sendall(chunk)
+            except OSError:
+                connection.close()
+
+        """
+
+    /// An upload (its body from a file) and a POST in memory, each answered with an endless 200 body while the limit
+    /// is 1 MiB: `.responseTooLarge` at once, and the heap's peak stays under 128 MiB (200 MB to 1 GB before). The
+    /// constant is what FoundationNetworking reads from loopback until the cancel takes effect: 1-45 MB measured on a
+    /// quiet machine, once 107 MB on a busy one; it cannot pause a connection.
+    func testRefusingAnOversizedAnswerCostsTheLimitPlusLittle() async throws {
+        let python = try startSocketServer(serving: Self.endlessServer, named: "endless")
+        defer { python.stop() }
+        let endless = try XCTUnwrap(URL(string: "http://127.0.0.1:\(try XCTUnwrap(python.port))/endless"))
+        rest.maximumResponseSize = 1 << 20
+        let file = scratch.appendingPathComponent("body.bin")
+        try Data(count: 2 << 20).write(to: file)
+        var peaks: [Int] = []
+        for round in 0..<16 {
+            let rest = self.rest!
+            peaks.append(
+                await peakHeapGrowth {
+                    let results =
+                        round % 2 == 0
+                        ? await rest.upload(fileAt: file, toURL: endless)
+                        : await rest.makeRequest(toURL: endless, withHttpMethod: .post)
+                    guard case .responseTooLarge(1 << 20)? = results.error as? RestManager.CustomError else {
+                        return XCTFail("round \(round): \(String(describing: results.error))")
+                    }
+                })
+        }
+        let sanitized = ["ASAN_OPTIONS", "TSAN_OPTIONS"].contains { ProcessInfo.processInfo.environment[$0] != nil }
+        if heap_statistics_live_bytes() > 0, !sanitized {
+            XCTAssertLessThan(peaks.max() ?? .max, 128 << 20, "\(peaks)")
+        }
     }
 }
