@@ -81,9 +81,7 @@ cases = [
  ("auth: a second refresh for a replaced credential", A, '''if let stored, stored.accessToken != rejected?.accessToken {''', '''if false, let stored {''', "AuthenticatorTests"),
  ("framing: Expect allowed", C, '''"expect", "te", "trailer"''', '''"te", "trailer"''', "RequestSafetyTests|InterceptorTests"),
  # Request building and encoding
- ("request's headers do not win over the manager's", C, '''            for name in Set(value.headers.orderedPairs.map { $0.key.lowercased() }) {
-                headers.removeValue(forKey: name)
-            }
+ ("request's headers do not win over the manager's", C, '''            for (name, _) in value.headers.orderedPairs { headers.removeValue(forKey: name) }
 ''', '''''', "MethodAndHeaderTests|ValueRequestTests"),
  ("body headers kept without a body", C, '''for name in bodyHeaderNames { headers.removeValue(forKey: name) }''', '''''', "MethodAndHeaderTests|BodyEncodingTests|ValueRequestTests"),
  ("no default Accept", C, '''if headers.value(forKey: "Accept") == nil { headers.add(value: "*/*", forKey: "Accept") }''', '''''', "MethodAndHeaderTests"),
@@ -293,7 +291,7 @@ cases = [
  ("SSE: a huge retry not capped", S, '''let delay = Swift.max(RestManager.finite(Double(parser.reconnectionTime) / 1000), backoff, 0.1)''', '''let delay = Swift.max(Double(parser.reconnectionTime) / 1000, backoff, 0.1)''', "ServerSentEventsTests"),
  ("stream: a second reader replaces the first", C, '''guard reader == nil else {''', '''guard true else {''', "StreamingTests"),
  ("lines: no bound on a line", C, '''if partial.count > limit {''', '''if false, partial.count > limit {''', "StreamingTests"),
- ("SSE: no bound on an event's data", S, '''guard data.utf8.count + value.utf8.count < limit else {''', '''guard true else {''', "ServerSentEventsTests"),
+ ("SSE: no bound on an event's data", S, '''guard data.utf8.count + (hasData ? 1 : 0) + value.utf8.count <= limit else {''', '''guard true else {''', "ServerSentEventsTests"),
  ("mock: stop closes under an upload", M, '''guard result == .stopping, inBody, let left = server.stopGraceLeft() else { return result }''', '''guard result == .stopping, inBody && false, let left = server.stopGraceLeft() else { return result }''', "MockServerStopGraceTests"),
  ("a cached answer to a download not written", C, '''return finish(throughTransfer(delivered))''', '''return finish(delivered)''', "ResponseCacheTests"),
  ("cache: a download's absent body stored", R, '''if http.statusCode == 200, let body = results.data { store(body, http, for: request) }''', '''if http.statusCode == 200 { store(results.data ?? Data(), http, for: request) }''', "ResponseCacheTests"),
