@@ -156,6 +156,29 @@ final class ServerSentEventsTests: MockServerTestCase {
         }
     }
 
+    /// A stream redirected to another origin: each reconnection carries `Last-Event-ID` there too (the caller got
+    /// events 1, 2, 1, 2, … as new ones when it was stripped with the secrets).
+    func testLastEventIDReachesAStreamRedirectedToAnotherOrigin() async throws {
+        let other = "http://localhost:\(server.port)/moved-feed"
+        server.stub("GET", path: "/feed") { _ in MockServer.Response(status: 302, headers: [("Location", other)]) }
+        server.stub("GET", path: "/moved-feed") { request in
+            switch request.header("Last-Event-ID") {
+            case nil: .events([.init(id: "1", data: "one", retry: 0), .init(id: "2", data: "two")])
+            case "2": .events([.init(id: "3", data: "three")])
+            default: MockServer.Response(status: 204)
+            }
+        }
+        var events: [String] = []
+        for try await event in rest.events(for: request("/feed")) {
+            events.append(event.data)
+            if events.count > 3 { break }
+        }
+        XCTAssertEqual(events, ["one", "two", "three"])
+        let moved = server.receivedRequests.filter { $0.path == "/moved-feed" }
+        XCTAssertEqual(moved.map { $0.header("Last-Event-ID") }, [nil, "2", "3"])
+        XCTAssertEqual(moved.map { $0.header("Host") }, Array(repeating: "localhost:\(server.port)", count: 3))
+    }
+
     func testItReconnectsWithLastEventIDAndEndsAtA204() async throws {
         let retries = ResultBox<String>()
         rest.eventHandler = { event in
