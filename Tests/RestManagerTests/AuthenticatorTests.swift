@@ -404,6 +404,45 @@ final class AuthenticatorTests: MockServerTestCase {
         XCTAssertEqual(rest.authenticator?.credential?.accessToken, "logged-in", "the late refresh did not overwrite it")
     }
 
+    /// A refresh that returns after the app logged out and in again, while a second refresh runs for the new login,
+    /// changes nothing: the second refresh's callers get the second refresh's token.
+    func testALateRefreshDoesNotAnswerTheNextRefreshsCallers() {
+        protect { $0 == "new-2" }
+        let first = Gate()
+        let second = Gate()
+        let calls = ResultBox<Int>()
+        refresher.configure { refresher in
+            refresher.gate = {
+                calls.set(calls.count + 1)
+                await (calls.count == 1 ? first : second).wait()
+            }
+        }
+        let authenticator = install(Credential(accessToken: "old"))
+        let removed = expectation(description: "the first call fails at the logout")
+        rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { results in
+            if case .authenticationFailed? = results.error as? RestManager.CustomError { removed.fulfill() }
+        }
+        wait(for: [expectation(for: NSPredicate { _, _ in authenticator.waitingCallers == 1 }, evaluatedWith: nil)], timeout: 15)
+        authenticator.credential = nil
+        wait(for: [removed], timeout: 15)
+        authenticator.credential = Credential(accessToken: "logged-in")
+        let answered = expectation(description: "the second call")
+        let box = ResultBox<RestManager.Results>()
+        rest.makeRequest(toURL: url("/secure"), withHttpMethod: .get) { results in
+            box.set(results)
+            answered.fulfill()
+        }
+        wait(for: [expectation(for: NSPredicate { _, _ in calls.count == 2 }, evaluatedWith: nil)], timeout: 15)
+        first.open()
+        Thread.sleep(forTimeInterval: 0.3)  // the first refresh returns meanwhile (and must change nothing)
+        second.open()
+        wait(for: [answered], timeout: 15)
+        XCTAssertEqual(box.value?.statusCode, 200)
+        let tokens = server.receivedRequests.map { $0.header("Authorization") ?? "" }
+        XCTAssertEqual(tokens, ["Bearer old", "Bearer logged-in", "Bearer new-2"])
+        XCTAssertEqual(authenticator.credential?.accessToken, "new-2")
+    }
+
     /// A call whose deadline passes while it waits for a hanging refresh ends then, and stops waiting for it.
     func testACallWaitingForAHangingRefreshLeavesAtItsDeadline() {
         protect { _ in false }
