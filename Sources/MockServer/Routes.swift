@@ -62,6 +62,19 @@ enum TestEndpoints {
             var response = ReqresAPI.json(code, JSONText.object([("status", "\(code)")]))
             if !hasBody { response.body = [] }
             return .response(response)
+        case "pages":
+            // `/_test/pages/<count>?page=<k>`: page k of count, JSON `{"page":k,"total_pages":count}`, with RFC 8288
+            // `Link` headers to the first, previous and next pages.
+            guard let count = Numbers.integer(argument, in: 1...1000) else { return badArgument("page count", argument, "1...1000") }
+            let pageText = request.query("page") ?? "1"
+            guard let page = Numbers.integer(pageText, in: 1...count) else { return badArgument("page", pageText, "1...\(count)") }
+            let link = { (number: Int, relation: String) in "</_test/pages/\(count)?page=\(number)>; rel=\"\(relation)\"" }
+            var links = [link(1, "first")]
+            if page > 1 { links.append(link(page - 1, "prev")) }
+            if page < count { links.append(link(page + 1, "next")) }
+            var response = ReqresAPI.json(200, JSONText.object([("page", "\(page)"), ("total_pages", "\(count)")]))
+            response.headers.append(("Link", links.joined(separator: ", ")))
+            return .response(response)
         case "redirect":
             guard let code = Numbers.integer(argument, in: 300...399) else { return badArgument("redirect status", argument, "300...399") }
             let target = request.query("to") ?? "/_test/echo"

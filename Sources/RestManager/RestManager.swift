@@ -499,6 +499,23 @@ nonisolated public final class RestManager: @unchecked Sendable {
             httpStatusCode = http?.statusCode ?? 0
             responseHeaders = ResponseHeaders(http)
         }
+
+        /// The target of the `Link` header's link whose `rel` has `relation` (RFC 8288: in any case, among several
+        /// space-separated ones, in any of several links or repeated headers), resolved against the answer's URL.
+        /// `response.link("next")` gives the next page of a paginated API; nil when there is none.
+        public func link(_ relation: String) -> URL? {
+            // A link-value (§3) and its first `rel`: quoted strings may hold "," and ";", a URI "," too.
+            let pattern = "<([^>]*)>(?:[^,<\"]|\"[^\"]*\")*?;\\s*rel\\s*=\\s*(?:\"([^\"]*)\"|([^;,\\s]*))"
+            let expression = try? NSRegularExpression(pattern: pattern, options: .caseInsensitive)
+            let text = headers.values(forKey: "Link").joined(separator: ", ")
+            for match in expression?.matches(in: text, range: NSRange(text.startIndex..., in: text)) ?? [] {
+                let groups = (1...3).map { Range(match.range(at: $0), in: text).map { text[$0] } }
+                let relations = (groups[1] ?? groups[2] ?? "").lowercased().split(whereSeparator: \.isWhitespace)
+                guard let uri = groups[0], relations.contains(Substring(relation.lowercased())) else { continue }
+                return URL(string: String(uri), relativeTo: response?.url)?.absoluteURL
+            }
+            return nil
+        }
     }
 
     /// The headers of one response as a `RestEntity`, built once on first use.

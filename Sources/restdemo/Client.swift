@@ -29,6 +29,7 @@ struct Client {
     // MARK: - Commands
 
     func users(_ invocation: Invocation) async throws {
+        if invocation.flags.contains("--all") { return try await allUsers(invocation) }
         var query: [(String, String)] = []
         if let page = invocation.options["--page"] {
             query.append(("page", String(try ArgumentParser.positiveInteger(page, name: "--page", command: "users"))))
@@ -49,6 +50,51 @@ struct Client {
         let page: UserPage = try decode(results)
         printTable(page.data)
         Output.line("page \(page.page) of \(page.totalPages), \(page.total) users")
+    }
+
+    /// Every page of users, one request each (`rest.pages` with a `next` built from the body's `total_pages`).
+    private func allUsers(_ invocation: Invocation) async throws {
+        guard invocation.options["--page"] == nil, !invocation.flags.contains("--cache") else {
+            throw Exit(code: Exit.usage, message: "users: --all shows every page; leave out --page and --cache")
+        }
+        var first = RestManager.Request(url: base.appendingPathComponent("api/users"))
+        first.headers.add(value: options.apiKey, forKey: "x-api-key")
+        first.headers.add(value: "application/json", forKey: "Accept")
+        if let perPage = invocation.options["--per-page"] {
+            let count = try ArgumentParser.positiveInteger(perPage, name: "--per-page", command: "users")
+            first.queryParameters.add(value: String(count), forKey: "per_page")
+        }
+        var users: [User] = []
+        var pages = 0
+        let next: @Sendable (RestManager.Request, RestManager.Results) throws -> RestManager.Request? = { request, page in
+            let decoded = try page.decode(UserPage.self, using: .snakeCase)
+            guard decoded.page < decoded.totalPages else { return nil }
+            var following = request
+            following.queryParameters.add(value: String(decoded.page + 1), forKey: "page")
+            return following
+        }
+        do {
+            for try await page in rest.pages(first, next: next) {
+                try requireJSON(page)
+                let decoded: UserPage = try decode(page)
+                users += decoded.data
+                pages += 1
+            }
+        } catch let error as RestManager.CustomError {
+            if case .unacceptableStatusCode(let code, _) = error {
+                throw Exit(code: Exit.httpError, message: "users: HTTP \(code) \(HTTPURLResponse.localizedString(forStatusCode: code))")
+            }
+            throw Exit(code: Exit.unavailable, message: "cannot reach \(first.url.absoluteString): \(Exit.sentence(for: error))")
+        } catch is DecodingError {
+            throw Exit(code: Exit.badData, message: "the answer does not decode as UserPage")
+        }
+        if options.json {
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            return Output.raw(try encoder.encode(users))
+        }
+        printTable(users)
+        Output.line("\(users.count) users on \(pages) pages")
     }
 
     func user(_ invocation: Invocation) async throws {

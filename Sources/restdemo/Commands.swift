@@ -11,11 +11,11 @@ import RestManager
 enum Commands {
     static let all: [CommandSpec] = [
         CommandSpec(
-            name: "users", summary: "List users, one page at a time",
-            usage: "restdemo users [--page N] [--per-page N] [--headers] [--cache]", positionals: [],
-            valueOptions: ["--page", "--per-page"], flags: ["--headers", "--cache"],
+            name: "users", summary: "List users, one page at a time (or every page)",
+            usage: "restdemo users [--page N | --all] [--per-page N] [--headers] [--cache]", positionals: [],
+            valueOptions: ["--page", "--per-page"], flags: ["--headers", "--cache", "--all"],
             details:
-                "  --page N       page to show (default 1)\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers\n"
+                "  --page N       page to show (default 1)\n  --all          every page, one request each\n  --per-page N   users per page (server default 6)\n  --headers      also print the response headers\n"
                 + "  --cache        ask twice through an HTTP cache: the second request revalidates (see it with --verbose)"
         ),
         CommandSpec(

@@ -34,6 +34,23 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(request.header("x-api-key"), "reqres-free-v1")
     }
 
+    /// `users --all` asks for every page, one request each, and prints them as one table.
+    func testUsersAllPrintsEveryPage() throws {
+        let run = try restdemo(["users", "--all", "--per-page", "5"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertEqual(run.stderr, "")
+        let rows = run.stdout.split(separator: "\n")
+        XCTAssertEqual(rows.first, "ID  NAME              EMAIL")
+        XCTAssertEqual(rows.dropFirst().prefix(12).map { Int($0.prefix(2).trimmingCharacters(in: .whitespaces)) }, Array(1...12))
+        XCTAssertEqual(rows.last, "12 users on 3 pages")
+        XCTAssertEqual(
+            server.receivedRequests.filter { $0.path == "/api/users" }.map(\.rawQuery),
+            ["per_page=5", "per_page=5&page=2", "per_page=5&page=3"])
+        let both = try restdemo(["users", "--all", "--page", "2"])
+        XCTAssertEqual(both.status, 64)
+        XCTAssertEqual(both.stderr, "restdemo: users: --all shows every page; leave out --page and --cache\n")
+    }
+
     func testUsersWithPerPageAndHeaders() throws {
         let run = try restdemo(["users", "--per-page=4", "--headers", "--page", "3"])
         XCTAssertEqual(run.status, 0)
