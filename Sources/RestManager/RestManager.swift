@@ -2199,7 +2199,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     case .transfer: try transfer?.write(data)
                     case .errorBody, .restart, .awaitingHead:
                         body.append(data.prefix(max(0, Self.errorBodyLimit - body.count)))
-                        return target == .errorBody && body.count == Self.errorBodyLimit
+                        return target == .errorBody && body.count >= Self.errorBodyLimit
                     case .memory:
                         // Decoded bytes (libcurl inflates gzip): a small compressed body cannot pass the limit.
                         if let limit = settings.maximumResponseSize, body.count + data.count > limit {

@@ -26,8 +26,9 @@ final class EveryCallEndsTests: MockServerTestCase {
                                b"Transfer-Encoding: chunked\\r\\n\\r\\n")
             try:
                 while True:
-                    connection.sendall(b"2000\\r\\n" + b"x" * 8192 + b"\\r\\n")
-                    time.sleep(0.001)  # 8 MB/s: a flood at full speed would keep this server from taking new calls
+                    # 5,000 bytes a chunk: 64 KiB is no whole number of them.
+                    connection.sendall(b"1388\\r\\n" + b"x" * 5000 + b"\\r\\n")
+                    time.sleep(0.001)  # 5 MB/s: a flood at full speed would keep this server from taking new calls
             except OSError:
                 connection.close()
 
