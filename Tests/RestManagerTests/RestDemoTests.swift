@@ -401,7 +401,7 @@ final class RestDemoTests: MockServerTestCase {
             XCTAssertTrue(help.stdout.contains("\n  \(command) "), command)
         }
         let commandHelp = try restdemo(["users", "--help"], useServer: false)
-        XCTAssertTrue(commandHelp.stdout.hasPrefix("usage: restdemo users [--page N] [--per-page N] [--headers]"))
+        XCTAssertTrue(commandHelp.stdout.hasPrefix("usage: restdemo users [--page N | --all] [--per-page N] [--headers]"))
         XCTAssertEqual(try restdemo(["--version"], useServer: false).stdout, "restdemo 3.0.0 (RestManager 3.0.0)\n")
     }
 
