@@ -10,9 +10,11 @@ import RestManager
 /// Every call ends, with the right outcome, whatever the peer does: an error answer whose body never ends is cut at
 /// 64 KiB on every path, with no deadline and no size limit to end it otherwise.
 final class EveryCallEndsTests: MockServerTestCase {
-    /// Answers every request with `500` and a chunked body of "x" that never ends (until the client goes).
-    static let endlessErrorServer = """
+    /// Reads a request (and its body), then answers `HTTP/1.1 <argv[1]>` with a chunked body of "x" that never
+    /// ends, `argv[2]` bytes a chunk, `argv[3]` seconds apart (0: flat out); prints "closed" once the client has gone.
+    static let endlessServer = """
         import time
+        status, size, pause = sys.argv[1].encode(), int(sys.argv[2]), float(sys.argv[3])
         def serve(connection):
             pending = read_until(connection, b"", lambda b: b"\\r\\n\\r\\n" in b)
             if pending is None:
@@ -22,14 +24,16 @@ final class EveryCallEndsTests: MockServerTestCase {
             body = pending.split(b"\\r\\n\\r\\n", 1)[1]
             if length and read_until(connection, body, lambda b: len(b) >= length[0]) is None:
                 return
-            connection.sendall(b"HTTP/1.1 500 Internal Server Error\\r\\nContent-Type: text/event-stream\\r\\n"
+            connection.sendall(b"HTTP/1.1 " + status + b"\\r\\nContent-Type: text/event-stream\\r\\n"
                                b"Transfer-Encoding: chunked\\r\\n\\r\\n")
+            chunk = b"%x\\r\\n" % size + b"x" * size + b"\\r\\n"
             try:
                 while True:
-                    # 5,000 bytes a chunk: 64 KiB is no whole number of them.
-                    connection.sendall(b"1388\\r\\n" + b"x" * 5000 + b"\\r\\n")
-                    time.sleep(0.001)  # 5 MB/s: a flood at full speed would keep this server from taking new calls
+                    connection.sendall(chunk)
+                    if pause:
+                        time.sleep(pause)
             except OSError:
+                print("closed", flush=True)
                 connection.close()
 
         """
@@ -39,7 +43,10 @@ final class EveryCallEndsTests: MockServerTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        endless = try startSocketServer(serving: Self.endlessErrorServer, named: "endless_error")
+        // 5,000 bytes a chunk (64 KiB is no whole number of them), 5 MB/s (flat out, a Python server's one thread
+        // sending keeps its others from the next call).
+        endless = try startSocketServer(
+            serving: Self.endlessServer, named: "endless_error", arguments: ["500 Internal Server Error", "5000", "0.001"])
         endlessURL = URL(string: "http://127.0.0.1:\(try XCTUnwrap(endless.port))/endless")
         // Nothing else would end these calls: no whole-call deadline, no size limit, bytes keep arriving.
         rest.timeoutInterval = 3_600
@@ -156,27 +163,6 @@ final class RefusedAnswerMemoryTests: MockServerTestCase {
         return peak.value ?? .max
     }
 
-    static let endlessServer = """
-        def serve(connection):
-            pending = read_until(connection, b"", lambda b: b"\\r\\n\\r\\n" in b)
-            if pending is None:
-                return
-            head = pending.split(b"\\r\\n\\r\\n")[0].lower()
-            length = [int(l.split(b":")[1]) for l in head.split(b"\\r\\n") if l.startswith(b"content-length:")]
-            body = pending.split(b"\\r\\n\\r\\n", 1)[1]
-            if length and read_until(connection, body, lambda b: len(b) >= length[0]) is None:
-                return
-            connection.sendall(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n")
-            chunk = b"10000\\r\\n" + b"x" * 65536 + b"\\r\\n"
-            try:
-                while True:
-                    connection.sendall(chunk)
-            except OSError:
-                print("closed", flush=True)
-                connection.close()
-
-        """
-
     /// An upload (its body from a file) and a POST in memory, each answered with an endless 200 body while the limit
     /// is 1 MiB: `.responseTooLarge`, and the server sees the connection closed.
     func testRefusingAnOversizedAnswerEndsTheCallAndClosesTheConnection() async throws {
@@ -187,7 +173,8 @@ final class RefusedAnswerMemoryTests: MockServerTestCase {
         var peaks: [Int] = []
         for round in 0..<16 {
             // A server of its own each round: one thread sending flat out starves a Python server's others.
-            let python = try startSocketServer(serving: Self.endlessServer, named: "endless-\(round)")
+            let python = try startSocketServer(
+                serving: EveryCallEndsTests.endlessServer, named: "endless-\(round)", arguments: ["200 OK", "65536", "0"])
             defer { python.stop() }
             let endless = try XCTUnwrap(URL(string: "http://127.0.0.1:\(try XCTUnwrap(python.port))/endless"))
             let rest = self.rest!

@@ -325,22 +325,24 @@ final class StreamingTests: MockServerTestCase {
     /// idle timeout of 0.4 s arrive whole.
     func testChunksArrivingForLongerThanTheIdleTimeoutDoNotEndItAsIdle() async throws {
         rest.idleTimeoutInterval = 0.4
-        let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }
-        server.stub("GET", path: "/steady", response: .streamed(pieces))
-        let (body, _) = try await rest.stream(request("/steady"))
-        var received = ""
-        for try await chunk in body { received += String(decoding: chunk, as: UTF8.self) }
+        let received = try await readSteadyStream()
         XCTAssertEqual(received, (0..<12).map { "\($0)," }.joined())
     }
 
     func testAHealthyStreamOutlivesTheManagersWholeCallTimeout() async throws {
         rest.timeoutInterval = 0.3
+        let received = try await readSteadyStream()
+        XCTAssertEqual(received, (0..<12).map { "\($0)," }.joined())
+    }
+
+    /// The whole body of a stream of 12 chunks 0.1 s apart ("0,", "1,", …).
+    private func readSteadyStream() async throws -> String {
         let pieces = (0..<12).map { MockServer.Response.Piece(after: 0.1, "\($0),") }
         server.stub("GET", path: "/steady", response: .streamed(pieces))
         let (body, _) = try await rest.stream(request("/steady"))
         var received = ""
         for try await chunk in body { received += String(decoding: chunk, as: UTF8.self) }
-        XCTAssertEqual(received, (0..<12).map { "\($0)," }.joined())
+        return received
     }
 
     func testTheRequestsTimeoutIntervalBoundsTheWholeStream() async throws {
