@@ -190,6 +190,7 @@ nonisolated extension RestManager {
 
         func begin(_ response: HTTPURLResponse) throws -> BodyTarget { .memory }
         func write(_ data: Data) throws {}
+        func written(_ results: Results) -> Results { results }
 
         /// A file that changed size while it was sent (exactly `size` bytes went out, or the request was aborted).
         var failure: CustomError? {
@@ -412,6 +413,20 @@ nonisolated extension RestManager {
             try output?.write(data.prefix(Int(max(0, min(room, Int64(data.count))))))
             written += min(room, Int64(data.count))
             if room < Int64(data.count) { throw Self.violation("the 206 answer is longer than its Content-Range") }
+        }
+
+        /// A 2xx answer with its body in memory (a cache's, which never came through `write`) is written as one.
+        func written(_ results: Results) -> Results {
+            guard results.isSuccess, let body = results.data, let http = results.response?.response as? HTTPURLResponse
+            else { return results }
+            do {
+                guard try begin(http) == .transfer else { return results }
+                try write(body)
+                _ = try complete()
+                return results
+            } catch {
+                return Results(withError: CustomError.wrap(error))
+            }
         }
 
         /// A server that breaks the range rules: never retried (the same answer would come again).

@@ -548,6 +548,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// Why there is no answer: a `CustomError`, or what an interceptor's `adapt` threw. An HTTP error status is not
         /// an error here.
         public var error: (any Error)?
+        /// What the call took, measured by the library (nil for results made by hand).
+        public var metrics: Metrics?
         /// Creates results from an answer.
         public init(withData data: Data?, response: Response?, error: (any Error)?) {
             self.data = data
@@ -585,6 +587,45 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
             do { return try decoder.decode(type, from: data) } catch { throw CustomError.decodingFailed(error) }
         }
+    }
+
+    // MARK: - Nested types: Metrics
+
+    /// What one call took, measured by the library itself (the same on Linux and Apple platforms).
+    public struct Metrics: Sendable {
+        /// Where the answer came from: the network, the cache (fresh, or `revalidated` by a 304), an identical call.
+        public enum Source: Sendable, Equatable { case network, cache, revalidated, shared }
+        /// One request that went out: each redirect's hop and each retry is one.
+        public struct Attempt: Sendable {
+            /// The request's method.
+            public var method: String
+            /// The request's URL.
+            public var url: URL
+            /// The answer's status; nil when the attempt failed before a head arrived.
+            public var statusCode: Int? = nil
+            /// Seconds from the call's start to this attempt's start.
+            public var startOffset: TimeInterval
+            /// Seconds from this attempt's start to its response head.
+            public var timeToHead: TimeInterval? = nil
+            /// Seconds from this attempt's start to its end.
+            public var duration: TimeInterval = 0
+            /// Body bytes sent.
+            public var bytesSent: Int64 = 0
+            /// Body bytes received, as delivered (after decompression).
+            public var bytesReceived: Int64 = 0
+            /// Why the attempt ended without an answer, or the error that ended the call during it.
+            public var error: CustomError? = nil
+        }
+        /// Seconds the whole call took, until its outcome was handed over.
+        public var duration: TimeInterval = 0
+        /// Every request that went out, redirects and retries included, in order (none for a `shared` answer).
+        public var attempts: [Attempt] = []
+        /// The redirects followed.
+        public var redirectCount = 0
+        /// The attempts that an interceptor's `.retry` asked for.
+        public var retryCount = 0
+        /// Where the answer came from.
+        public var source = Source.network
     }
 
     // MARK: - Nested types: CustomError
@@ -688,6 +729,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
+        /// Whether this caller joined an identical call (de-duplication): its metrics are `.shared`, without attempts.
+        private var joined = false
         /// Told the call's `finished` event once, before the completion (a program may exit in its completion).
         private let eventHandler: (@Sendable (Event) -> Void)?
         /// When the call started: the event's duration and its deadline count from there.
@@ -719,14 +762,19 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// Reports `finished` and calls the completion on its queue if it has not been called yet.
         func deliver(_ results: Results, request: URLRequest? = nil, cancelling: Bool = false) {
             var taken: (@Sendable (Results) -> Void)?
-            let named = lock.withLock { () -> URLRequest in
+            let (named, joined, exchange) = lock.withLock { () -> (URLRequest, Bool, Exchange?) in
                 swap(&taken, &completion)
                 if taken != nil { wasCancelled = cancelling }
-                return request ?? eventRequest
+                return (request ?? eventRequest, self.joined, self.exchange)
             }
             guard let taken else { return }
-            eventHandler?(.finished(named, results, duration: RestManager.seconds(since: started)))
-            queue.async { taken(results) }
+            var results = results
+            let none = Metrics(source: joined ? .shared : .network)
+            // An outcome the exchange did not make (a cancel, a deadline of its own) reports the exchange's until then.
+            results.metrics = joined ? none : results.metrics ?? exchange?.measured(endingWith: results.error) ?? none
+            results.metrics?.duration = RestManager.seconds(since: started)
+            eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))
+            queue.async { [results] in taken(results) }
         }
 
         /// Names the request as built in the `finished` event.
@@ -736,6 +784,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         func attach(to exchange: Exchange) -> Bool {
             lock.withLock {
                 guard completion != nil else { return false }
+                joined = self.exchange != nil
                 self.exchange = exchange
                 return true
             }
@@ -1529,8 +1578,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         Task { [snapshot] in
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 DispatchQueue.global(qos: .userInitiated).async {
-                    let result = Result { try assemble(value, check) }
-                    assembled.withLock { $0 = result }
+                    assembled.withLock { $0 = Result { try assemble(value, check) } }
                     continuation.resume()
                 }
             }
@@ -1745,13 +1793,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
         /// The call completed with `results`: the end of an open body, or the outcome `head()` reports.
         func end(with results: Results) {
-            var head: Result<Response, any Error>?
-            if !isOpen {
-                let failure =
-                    results.error
-                    ?? CustomError.unacceptableStatusCode(results.statusCode ?? 0, body: results.data ?? Data())
-                head = results.response.flatMap { results.isSuccess ? .success($0) : nil } ?? .failure(failure)
-            }
+            // Without a 2xx head handed over: the answer (a 2xx has a response), or what `validate()` throws.
+            let head =
+                isOpen
+                ? nil : Result { try results.validate() }.map { results.response ?? Response(fromURLResponse: nil) }
             let ending: Result<Void, any Error> = results.error.map { .failure($0) } ?? .success(())
             let waiting = lock.withLock { () -> CheckedContinuation<Data?, any Error>? in
                 // An answer that did not come from the network (a cache's) is one chunk.
@@ -1801,6 +1846,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         func write(_ data: Data) throws
         /// A 2xx answer ended; false when the request must go out again (for the rest of the file).
         func complete() throws -> Bool
+        /// The results to deliver, a 2xx body in memory that never went through `write` (a cache's) written through it.
+        func written(_ results: Results) -> Results
         /// Reports how far the transfer has come, about ten times a second, and once (`final`) when the call succeeded.
         func reportProgress(of task: URLSessionTask?, final: Bool)
         /// The call is over: close files, let others use them.
@@ -1884,6 +1931,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private var lastActivity = DispatchTime.now()
         /// The current task's bytes sent when `lastActivity` was last moved.
         private var bytesSent: Int64 = 0
+        /// What the call took until now; the attempt on the wire is the last, open while `task` is set.
+        private var metrics = Metrics()
 
         init(
             request: URLRequest, value: Request, snapshot: Snapshot, transport: Transport, started: DispatchTime,
@@ -1898,14 +1947,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
             self.attemptRequest = request
             interceptors = snapshot.interceptors + value.interceptors + (snapshot.lastInterceptor.map { [$0] } ?? [])
             retriesAsked = Array(repeating: 0, count: interceptors.count)
-            if interceptors.isEmpty {
-                steps = nil
-                jobs = nil
-            } else {
-                let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
-                jobs = stream
-                steps = continuation
-            }
+            let queue = interceptors.isEmpty ? nil : AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+            jobs = queue?.stream
+            steps = queue?.continuation
             transfer = value.transfer
             stream = value.stream
         }
@@ -1922,10 +1966,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
         func start() {
             let deadline = min(settings.timeout, RestManager.never) - elapsed
             guard startTimer(after: deadline, { [weak self] in self?.deadlinePassed() }) else { return }
-            if transfer != nil { startTimer(after: 0.1, repeating: 0.1) { [weak self] in self?.reportProgress() } }
-            // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`.
+            // Streams and transfers may take any time while bytes move; they end when none does for `idleTimeout`. The
+            // same timer reports a transfer's progress, ten times a second.
             if stream != nil || transfer != nil {
-                let check = min(max(settings.idleTimeout / 8, 0.01), 1)
+                let check = min(max(settings.idleTimeout / 8, 0.01), transfer == nil ? 1 : 0.1)
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
             beginAttempt()
@@ -1977,6 +2021,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                             adapted = try await interceptor.adapt(adapted, attempt: number)
                         } catch let answer as Answer {
                             // Answered without sending (a fresh cached answer): the interceptors after it decide on it.
+                            self.lock.withLock { self.metrics.source = .cache }
                             return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)
                         }
                     }
@@ -2035,7 +2080,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             }
             // The next attempt must start before the call's deadline, or the last answer is delivered now.
             guard let delay, number < RestManager.maximumAttempts, elapsed + delay < settings.timeout else {
-                return finish(throughTransfer(delivered))
+                // Unless the call ended meanwhile (its files are let go): a download's file holds what the call reports.
+                return finish(lock.withLock { finished ? nil : transfer?.written(delivered) } ?? delivered)
             }
             let waits = unlessFinished {
                 state = .waiting
@@ -2046,24 +2092,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
             settings.eventHandler?(.retrying(sent, attempt: number, delay: delay, reason: reason))
             // Holds the exchange while it waits (nothing else does then).
             startTimer(after: delay) { self.beginAttempt() }
-        }
-
-        /// A 2xx answer with a body in memory, which the transfer never saw (a cache's), is written through it unless
-        /// the call ended meanwhile (its files are let go): a download's file holds what the call reports.
-        private func throughTransfer(_ results: Results) -> Results {
-            guard let transfer, results.isSuccess, let body = results.data,
-                let http = results.response?.response as? HTTPURLResponse
-            else { return results }
-            do {
-                try lock.withLock {
-                    guard !finished, try transfer.begin(http) == .transfer else { return }
-                    try transfer.write(body)
-                    _ = try transfer.complete()
-                }
-                return results
-            } catch {
-                return Results(withError: CustomError.wrap(error))
-            }
         }
 
         /// Hands this call's handle to an identical call in flight (this one ends unseen), or records this one there.
@@ -2097,9 +2125,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
             for handle in late { handle.deliver(Results(withError: timedOut)) }
             startTimer(after: next) { [weak self] in self?.deadlinePassed() }
         }
-        /// Ends the call when no byte arrived or was sent for `idleTimeout`.
+        /// Ends the call when no byte arrived or was sent for `idleTimeout`; reports a transfer's progress.
         private func checkIdle() {
             let idle = lock.withLock { () -> TimeInterval in
+                if !finished { transfer?.reportProgress(of: task, final: false) }
                 let sent = task?.countOfBytesSent ?? 0
                 // Bytes going out count, and so does time with no task on the wire (adapting, deciding, waiting).
                 if sent != bytesSent || task == nil {
@@ -2117,6 +2146,20 @@ nonisolated public final class RestManager: @unchecked Sendable {
             finish(Results(withError: CustomError.cancelled), unlessWatched: true)
         }
 
+        /// What the call took until now, the attempt on the wire (if any) ended by `error`.
+        func measured(endingWith error: (any Error)?) -> Metrics { lock.withLock { ended(metrics, by: error) } }
+
+        /// `metrics` with the attempt on the wire, if any, ended by `error` (under `lock`).
+        private func ended(_ metrics: Metrics, by error: (any Error)?) -> Metrics {
+            var metrics = metrics
+            metrics.retryCount = retriesAsked.reduce(0, +)
+            guard let task, let last = metrics.attempts.indices.last else { return metrics }
+            metrics.attempts[last].duration = elapsed - metrics.attempts[last].startOffset
+            metrics.attempts[last].bytesSent = task.countOfBytesSent
+            metrics.attempts[last].error = error.map(CustomError.wrap)
+            return metrics
+        }
+
         private func send(_ request: URLRequest) {
             let request = lock.withLock { withBody(request) }
             // A delegate task: its answer obeys `maximumResponseSize` as it arrives, and it counts the bytes it sends.
@@ -2126,6 +2169,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 self.task = task
                 target = .awaitingHead
                 body = Data()
+                metrics.attempts.append(
+                    Metrics.Attempt(
+                        method: request.httpMethod ?? "GET", url: request.url ?? firstURL, startOffset: elapsed))
             }
             // A task created but never resumed would stay in the session forever: discard it.
             if started { Transport.backlog.excused { task.resume() } } else { cancelLater(task) }
@@ -2162,6 +2208,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     guard task === self.task, !finished else { return nil }
                     lastActivity = .now()
                     let http = response as? HTTPURLResponse
+                    let last = metrics.attempts.count - 1
+                    metrics.attempts[last].statusCode = http?.statusCode
+                    metrics.attempts[last].timeToHead = elapsed - metrics.attempts[last].startOffset
                     if stream != nil {
                         // A 2xx head with a body opens the stream; another (a 204 too) is decided whole, as any call's.
                         let status = http?.statusCode ?? 0
@@ -2177,7 +2226,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     }
                     // An error answer's body says why; an endless one must not hold the call: its first 64 KiB.
                     if target == .memory, !(200..<300).contains(http?.statusCode ?? 0) { target = .errorBody }
-                    if target == .restart { self.task = nil }
+                    if target == .restart {
+                        metrics = ended(metrics, by: nil)
+                        self.task = nil
+                    }
                     return target
                 }
                 if head == .restart {
@@ -2194,6 +2246,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 let enough = try lock.withLock { () throws -> Bool in
                     guard task === self.task, !finished else { return false }
                     lastActivity = .now()
+                    metrics.attempts[metrics.attempts.count - 1].bytesReceived += Int64(data.count)
                     switch target {
                     case .stream: try stream?.append(data)
                     case .transfer: try transfer?.write(data)
@@ -2217,29 +2270,28 @@ nonisolated public final class RestManager: @unchecked Sendable {
             } catch { fail(error) }
         }
 
-        func reportProgress() { unlessFinished { transfer?.reportProgress(of: task, final: false) } }
-
         func completed(_ task: URLSessionTask, error: (any Error)?) {
-            let state = lock.withLock { () -> (body: Data?, hookRan: Bool)? in
+            let urlError = error.map {
+                Self.classified($0 as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: $0]))
+            }
+            // A cancel nobody here made: the delegate declined a challenge; the answer (401, 407) is the task's.
+            let declined = urlError?.code == .cancelled && task.response is HTTPURLResponse
+            let state = lock.withLock { () -> (body: Data?, hookRan: Bool, failure: CustomError?)? in
                 guard task === self.task, !finished else { return nil }
+                // The transfer knows better than libcurl ("aborted by callback") why its body could not be sent.
+                let timedOut = CustomError.timedOut(firstURL, after: settings.timeout)
+                let failure = urlError.flatMap {
+                    transfer?.failure ?? (declined ? nil : $0.code == .timedOut ? timedOut : .transport($0))
+                }
+                metrics = ended(metrics, by: failure)
                 // Completed: nothing may cancel it any more.
                 self.task = nil
                 defer { body = Data() }
-                return (target == .transfer || target == .stream ? nil : body, redirectHookRan)
+                return (target == .transfer || target == .stream ? nil : body, redirectHookRan, failure)
             }
-            guard let (data, hookRan) = state else { return }
-            if let error {
-                // The transfer knows better than libcurl ("aborted by callback") why its body could not be sent.
-                if let failure = lock.withLock({ transfer?.failure }) { return fail(failure) }
-                let urlError = Self.classified(
-                    error as? URLError ?? URLError(.unknown, userInfo: [NSUnderlyingErrorKey: error]))
-                if urlError.code == .timedOut { return fail(CustomError.timedOut(firstURL, after: settings.timeout)) }
-                // A cancel nobody here made: the delegate declined a challenge; the answer (401, 407) is the task's.
-                guard urlError.code == .cancelled, let http = task.response as? HTTPURLResponse else {
-                    return attemptEnded(Results(withError: CustomError.transport(urlError)))
-                }
-                return attemptEnded(Results(withData: data, response: Response(fromURLResponse: http), error: nil))
-            }
+            guard let (data, hookRan, failure) = state else { return }
+            if let failure, case .transport = failure { return attemptEnded(Results(withError: failure)) }
+            if let failure { return fail(failure) }
             guard let http = task.response as? HTTPURLResponse else { return fail(CustomError.invalidResponse) }
             // URLSession must never follow a redirect itself (secrets would go elsewhere unchecked): fail loudly.
             if !hookRan, let original = task.originalRequest?.url, let current = task.currentRequest?.url,
@@ -2296,7 +2348,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     next.setValue(nil, forHTTPHeaderField: name)
                 }
             }
-            lock.withLock { request = next }
+            lock.withLock {
+                request = next
+                metrics.redirectCount += 1
+            }
             send(next)
         }
 
@@ -2306,6 +2361,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 guard !finished, !unlessWatched || handles.isEmpty else { return nil }
                 if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
                 state = .finished
+                metrics = ended(metrics, by: results.error)
+                if metrics.attempts.last?.statusCode == 304, results.statusCode ?? 304 != 304 {
+                    metrics.source = .revalidated
+                }
                 // Closes a download's file; the task and the timers are stopped outside the lock.
                 transfer?.release()
                 defer {
@@ -2321,6 +2380,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             lock.withLock { stepsTask }?.cancel()
             release(outcome.resources)
             if let key = lock.withLock({ sharedKey }) { sharing?.withLock { if $0[key] === self { $0[key] = nil } } }
+            var results = results
+            results.metrics = lock.withLock { metrics }
             for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }
         }
 

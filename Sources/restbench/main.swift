@@ -2,7 +2,7 @@
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
 //   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS] [--window MIB]] [--cache]
-//     [--streaming]
+//     [--streaming] [--requests]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -59,7 +59,7 @@ let windowValue: String? = {
 }()
 let windowMebibytes = windowValue.map { Int($0) ?? -1 } ?? 0
 let unknown = arguments.subtracting(
-    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--latency", "--window"] + (svgPath.map { [$0] } ?? [])
+    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--requests", "--latency", "--window"] + (svgPath.map { [$0] } ?? [])
         + latencyValue + (windowValue.map { [$0] } ?? []))
 guard (0...1024).contains(windowMebibytes) else {
     FileHandle.standardError.write(Data("restbench: --window needs MiB from 0 to 1024, not '\(windowValue ?? "")'\n".utf8))
@@ -68,7 +68,7 @@ guard (0...1024).contains(windowMebibytes) else {
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--window MIB] [--cache] [--streaming])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--window MIB] [--cache] [--streaming] [--requests])\n"
                 .utf8))
     exit(64)
 }
@@ -316,6 +316,26 @@ if arguments.contains("--cache") {
 
 // MARK: - Scenarios over the network
 
+/// The rows as a table: one line each, numbers right-aligned.
+func printTable(_ rows: [Row]) {
+    func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
+    let header = ["scenario", "client", "in flight", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "× raw"]
+    let table = rows.map { row in
+        [
+            row.scenario, row.client, row.inFlight == 0 ? "-" : String(row.inFlight), number(row.requestsPerSecond),
+            number(row.p50Microseconds), number(row.p99Microseconds), number(row.cpuMicrosecondsPerRequest), number(row.ratioToRaw, 2)
+        ]
+    }
+    let widths = header.indices.map { column in ([header] + table).map { $0[column].count }.max() ?? 0 }
+    for line in [header] + table {
+        print(
+            line.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return column >= 2 ? padding + cell : cell + padding
+            }.joined(separator: "  "))
+    }
+}
+
 var rows: [Row] = []
 let scale = quick ? 1 : 4
 let users = url("/api/users")
@@ -341,6 +361,14 @@ for (label, size, count) in [("1 MiB", 1 << 20, 40 * scale), ("16 MiB", 16 << 20
             ("RestManager async", { done in Task { done(await asyncManager.getData(fromURL: body) != nil) } }),
             ("tutorial design", tutorial(URLRequest(url: body)))
         ], baseline: "raw URLSession")
+}
+
+// --requests: only the request rows above (GET, POST, getData), with the same rounds.
+if arguments.contains("--requests") {
+    printTable(rows)
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
 }
 
 // MARK: - Connections used by sequential requests
@@ -631,22 +659,7 @@ if json {
             extra: ["peakResidentBytes": Double(peakResident), "sequentialConnections": Double(sequentialConnections)]))
     FileHandle.standardOutput.write(((try? encoder.encode(rows)) ?? Data("[]".utf8)) + Data("\n".utf8))
 } else {
-    func number(_ value: Double?, _ digits: Int = 0) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "-" }
-    let header = ["scenario", "client", "in flight", "req/s", "p50 µs", "p99 µs", "CPU µs/req", "× raw"]
-    let table = rows.map { row in
-        [
-            row.scenario, row.client, row.inFlight == 0 ? "-" : String(row.inFlight), number(row.requestsPerSecond),
-            number(row.p50Microseconds), number(row.p99Microseconds), number(row.cpuMicrosecondsPerRequest), number(row.ratioToRaw, 2)
-        ]
-    }
-    let widths = header.indices.map { column in ([header] + table).map { $0[column].count }.max() ?? 0 }
-    for line in [header] + table {
-        print(
-            line.enumerated().map { column, cell in
-                let padding = String(repeating: " ", count: widths[column] - cell.count)
-                return column >= 2 ? padding + cell : cell + padding
-            }.joined(separator: "  "))
-    }
+    printTable(rows)
     print("")
     for row in rows where row.failures > 0 { print("\(row.scenario), \(row.client): \(row.failures) requests failed") }
     for row in memoryRows {

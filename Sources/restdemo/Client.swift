@@ -18,7 +18,14 @@ struct Client {
         // Scopes the stored token to the API's origin: a download or stream from another server gets none.
         rest.baseURL = base
         if options.retries > 0 { rest.retryPolicy = RestManager.RetryPolicy(maximumRetries: options.retries) }
-        if options.verbose { rest.eventHandler = { event in Output.diagnostic("· \(event)") } }
+        if options.verbose || options.timing {
+            rest.eventHandler = { [verbose = options.verbose, timing = options.timing] event in
+                if verbose { Output.diagnostic("· \(event)") }
+                if timing, case .finished(_, let results, _) = event, let metrics = results.metrics {
+                    Output.diagnostic(Timing.lines(metrics))
+                }
+            }
+        }
         // A stored login token goes as Bearer; reqres has no refresh endpoint, so a rejected one means logging in again.
         if let token = TokenStore.read() {
             rest.authenticator = RestManager.Authenticator(credential: .init(accessToken: token)) { _ in throw TokenRejected() }
@@ -375,4 +382,30 @@ final class ProcessLifetime: @unchecked Sendable {
         shared.objects.append(object)
         shared.lock.unlock()
     }
+}
+
+/// `--timing`: what a call took, from `Results.metrics`, in the spirit of `curl -w`.
+enum Timing {
+    /// One line per attempt (number, method, path, status, time to head, total, bytes sent and received), then the
+    /// call's total with its redirects, retries and where the answer came from. The path only: a query may hold a key.
+    static func lines(_ metrics: RestManager.Metrics) -> String {
+        let attempts = metrics.attempts.enumerated().map { index, attempt in
+            let status = attempt.statusCode.map { "HTTP \($0)" } ?? "no answer"
+            let head = attempt.timeToHead.map(milliseconds) ?? "-"
+            return "timing  #\(index + 1) \(attempt.method) \(attempt.url.path)  \(status)  head \(head)  "
+                + "total \(milliseconds(attempt.duration))  sent \(attempt.bytesSent) B  received \(attempt.bytesReceived) B"
+        }
+        let counts = [
+            count(metrics.attempts.count, "attempt", "attempts"), count(metrics.redirectCount, "redirect", "redirects"),
+            count(metrics.retryCount, "retry", "retries")
+        ]
+        let total = "timing  total \(milliseconds(metrics.duration))  \(counts.joined(separator: "  "))  from \(metrics.source)"
+        return (attempts + [total]).joined(separator: "\n")
+    }
+
+    private static func count(_ number: Int, _ one: String, _ many: String) -> String {
+        "\(number) \(number == 1 ? one : many)"
+    }
+
+    private static func milliseconds(_ seconds: TimeInterval) -> String { String(format: "%.1f ms", seconds * 1000) }
 }

@@ -18,6 +18,8 @@ struct GlobalOptions {
     var timeoutGiven = false
     var json = false
     var verbose = false
+    /// Whether --timing was given: each call's attempts and total go to stderr as it ends.
+    var timing = false
     var retries = 0
     var help = false
     var version = false
@@ -45,7 +47,7 @@ struct CommandSpec {
 
 enum ArgumentParser {
     static let globalValueOptions: Set<String> = ["--base-url", "--api-key", "--timeout", "--retries"]
-    static let globalFlags: Set<String> = ["--offline", "--json", "--verbose", "--help", "-h", "--version"]
+    static let globalFlags: Set<String> = ["--offline", "--json", "--verbose", "--timing", "--help", "-h", "--version"]
 
     static func parse(_ arguments: [String], environment: [String: String]) throws -> Invocation {
         var invocation = Invocation()
@@ -71,6 +73,7 @@ enum ArgumentParser {
                 case "--offline": invocation.global.offline = true
                 case "--json": invocation.global.json = true
                 case "--verbose": invocation.global.verbose = true
+                case "--timing": invocation.global.timing = true
                 case "--version": invocation.global.version = true
                 default: invocation.global.help = true
                 }

@@ -118,6 +118,8 @@ enum Commands {
           --json             print the server's JSON as is
           --retries N        try failed requests again up to N times (0-10, default 0)
           --verbose          print the cURL command and every attempt, retry and result to stderr
+          --timing           after each call, print to stderr a line per attempt (status, time to the
+                             response head, total, bytes) and the call's total
           --help, --version
         """
 

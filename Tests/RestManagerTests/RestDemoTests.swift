@@ -151,6 +151,31 @@ final class RestDemoTests: MockServerTestCase {
         XCTAssertEqual(missing.stderr, "restdemo: user 23: HTTP 404 Not Found\n", "an HTTP error says so on stderr, in one line")
     }
 
+    /// `--timing`: after each call, a line per attempt (status, time to head, total, bytes) and the call's total go to
+    /// stderr; stdout is what it is without it. A redirect is two attempts.
+    func testTimingPrintsALinePerAttemptAndTheTotal() throws {
+        let plain = try restdemo(["users", "--page", "2"])
+        let run = try restdemo(["--timing", "users", "--page", "2"])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertEqual(run.stdout, plain.stdout)
+        let number = #"\d+\.\d ms"#
+        let users =
+            "^timing  #1 GET /api/users  HTTP 200  head \(number)  total \(number)  sent 0 B  received 1060 B\n"
+            + "timing  total \(number)  1 attempt  0 redirects  0 retries  from network\n$"
+        XCTAssertNotNil(run.stderr.range(of: users, options: .regularExpression), run.stderr)
+
+        let file = scratch.appendingPathComponent("timed.bin")
+        let download = try restdemo(["--timing", "download", "/_test/redirect/302?to=/_test/files/1000", "-o", file.path])
+        XCTAssertEqual(download.status, 0, download.stderr)
+        let lines = download.stderr.split(separator: "\n").filter { $0.hasPrefix("timing") }.map(String.init)
+        let expected = [
+            "timing  #1 GET /_test/redirect/302  HTTP 302  head N  total N  sent 0 B  received 33 B",
+            "timing  #2 GET /_test/files/1000  HTTP 200  head N  total N  sent 0 B  received 1000 B",
+            "timing  total N  2 attempts  1 redirect  0 retries  from network"
+        ]
+        XCTAssertEqual(lines.map { $0.replacingOccurrences(of: number, with: "N", options: .regularExpression) }, expected)
+    }
+
     func testVerboseShowsRedactedCurlStatusAndTime() throws {
         let run = try restdemo(["--verbose", "--api-key", "my-secret-key", "user", "2"])
         XCTAssertEqual(run.status, 0)
