@@ -31,7 +31,47 @@ enum StreamingBench {
         ]
         rows += compare("\(bytes >> 20) MiB of streamed chunks", unit: bytes, rounds: rounds, byteClients)
         rows += latency(lines: 2000)
+        rows += stall(base: base, bytes: bytes, requests: 30)
         return rows
+    }
+
+    /// `requests` small GETs one at a time on one manager, alone, then while another manager streams `bytes` to a
+    /// reader that sleeps 300 ms per chunk (so its buffer stays full and it holds back its session's delegate calls):
+    /// the GETs' median and worst latency each time. The goal: the worst within 250 ms of the worst alone.
+    static func stall(base: String, bytes: Int, requests: Int) -> [Row] {
+        guard let users = URL(string: base + "/api/users"), let stream = URL(string: base + "/_test/bytes/\(bytes)")
+        else { return [] }
+        let getter = RestManager()
+        let latencies = {
+            (0..<requests).map { _ -> Double in
+                let started = Clock.nanoseconds()
+                _ = wait { await getter.makeRequest(toURL: users, withHttpMethod: .get).isSuccess ? 1 : 0 }
+                return Double(Clock.nanoseconds() - started) / 1000
+            }.sorted()
+        }
+        let alone = latencies()
+        let reading = Counter()
+        let streamer = Task.detached {
+            guard let (body, _) = try? await RestManager().stream(RestManager.Request(url: stream)) else { return }
+            do {
+                for try await chunk in body {
+                    reading.add(chunk.count)
+                    try await Task.sleep(nanoseconds: 300_000_000)
+                }
+            } catch { return }
+        }
+        // The reader is behind once its first chunk came and the next one waits for it.
+        while reading.value == 0 { usleep(10_000) }
+        usleep(500_000)
+        let beside = latencies()
+        streamer.cancel()
+        return [("alone", alone), ("beside another manager's slow stream reader", beside)].map { client, values in
+            Row(
+                scenario: "\(requests) small GETs", client: client, inFlight: 1, requestsPerSecond: 0,
+                p50Microseconds: values[values.count / 2], p99Microseconds: values[values.count - 1],
+                cpuMicrosecondsPerRequest: nil, ratioToRaw: nil, failures: 0,
+                extra: ["worstMicroseconds": values[values.count - 1]])
+        }
     }
 
     /// Each client `rounds` times, rotated; the median rate of units (events or bytes) per second.

@@ -2,7 +2,7 @@
 // interleaved, against the mock server running in a child process (so CPU and memory are the client's).
 //
 //   swift run -c release restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS] [--window MIB]] [--cache]
-//     [--streaming] [--requests]
+//     [--streaming] [--stall] [--requests]
 
 import Foundation
 #if canImport(FoundationNetworking)
@@ -59,7 +59,8 @@ let windowValue: String? = {
 }()
 let windowMebibytes = windowValue.map { Int($0) ?? -1 } ?? 0
 let unknown = arguments.subtracting(
-    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--requests", "--latency", "--window"] + (svgPath.map { [$0] } ?? [])
+    ["--quick", "--json", "--svg", "--transfers", "--cache", "--streaming", "--stall", "--requests", "--latency", "--window"]
+        + (svgPath.map { [$0] } ?? [])
         + latencyValue + (windowValue.map { [$0] } ?? []))
 guard (0...1024).contains(windowMebibytes) else {
     FileHandle.standardError.write(Data("restbench: --window needs MiB from 0 to 1024, not '\(windowValue ?? "")'\n".utf8))
@@ -68,7 +69,7 @@ guard (0...1024).contains(windowMebibytes) else {
 guard unknown.isEmpty, svgPath != "" else {
     FileHandle.standardError.write(
         Data(
-            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--window MIB] [--cache] [--streaming] [--requests])\n"
+            "restbench: unknown option \(unknown.sorted().joined(separator: " ")) (usage: restbench [--quick] [--json] [--svg FILE] [--transfers] [--latency [MS]] [--window MIB] [--cache] [--streaming] [--stall] [--requests])\n"
                 .utf8))
     exit(64)
 }
@@ -286,6 +287,11 @@ func cacheLine(_ row: Row) -> String {
 }
 // --streaming: only the streaming rows.
 func streamingLine(_ row: Row) -> String {
+    if let worst = row.extra?["worstMicroseconds"] {
+        return String(
+            format: "%@, %@: median %.1f ms, worst %.1f ms", row.scenario, row.client, row.p50Microseconds / 1000,
+            worst / 1000)
+    }
     if row.ratioToRaw == nil {
         return String(
             format: "%@, %@: p50 %.0f µs, p99 %.0f µs%@", row.scenario, row.client, row.p50Microseconds, row.p99Microseconds,
@@ -299,6 +305,13 @@ func streamingLine(_ row: Row) -> String {
 }
 func streamingRows() -> [Row] {
     StreamingBench.run(base: base, events: quick ? 10_000 : 100_000, bytes: quick ? 128 << 20 : 1 << 30, rounds: quick ? 3 : 5)
+}
+// --stall: only the rows of small GETs beside another manager's slow stream reader.
+if arguments.contains("--stall") {
+    for row in StreamingBench.stall(base: base, bytes: 200 << 20, requests: 30) { print(streamingLine(row)) }
+    childInput.fileHandleForWriting.closeFile()
+    child.waitUntilExit()
+    exit(0)
 }
 if arguments.contains("--streaming") {
     for row in streamingRows() { print(streamingLine(row)) }
