@@ -392,7 +392,8 @@ enum Timing {
         let attempts = metrics.attempts.enumerated().map { index, attempt in
             let status = attempt.statusCode.map { "HTTP \($0)" } ?? "no answer"
             let head = attempt.timeToHead.map(milliseconds) ?? "-"
-            return "timing  #\(index + 1) \(attempt.method) \(attempt.url.path)  \(status)  head \(head)  "
+            // The path as URL decodes it: a server's redirect may put escape sequences there.
+            return "timing  #\(index + 1) \(attempt.method) \(Output.visible(attempt.url.path))  \(status)  head \(head)  "
                 + "total \(milliseconds(attempt.duration))  sent \(attempt.bytesSent) B  received \(attempt.bytesReceived) B"
         }
         let counts = [

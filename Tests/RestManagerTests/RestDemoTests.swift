@@ -174,6 +174,12 @@ final class RestDemoTests: MockServerTestCase {
             "timing  total N  2 attempts  1 redirect  0 retries  from network"
         ]
         XCTAssertEqual(lines.map { $0.replacingOccurrences(of: number, with: "N", options: .regularExpression) }, expected)
+
+        // A redirect to a path holding escape sequences (clear the screen, once percent-decoded) is shown escaped.
+        server.stub(path: "/x\u{1B}[2J", response: MockServer.Response(status: 200, body: Data("ok".utf8)))
+        let hostile = try restdemo(["--timing", "download", "/_test/redirect/302?to=/x%251B%255B2J", "-o", file.path])
+        XCTAssertFalse(hostile.stderr.contains("\u{1B}[2J"), hostile.stderr)
+        XCTAssertTrue(hostile.stderr.contains("timing  #2 GET /x^[[2J  "), hostile.stderr)
     }
 
     func testVerboseShowsRedactedCurlStatusAndTime() throws {
