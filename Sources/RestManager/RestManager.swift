@@ -2278,8 +2278,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             let declined = urlError?.code == .cancelled && task.response is HTTPURLResponse
             let state = lock.withLock { () -> (body: Data?, hookRan: Bool, failure: CustomError?)? in
                 guard task === self.task, !finished else { return nil }
-                // The transfer knows better than libcurl ("aborted by callback") why its body could not be sent.
                 let timedOut = CustomError.timedOut(firstURL, after: settings.timeout)
+                // The transfer knows better than libcurl ("aborted by callback") why its body could not be sent.
                 let failure = urlError.flatMap {
                     transfer?.failure ?? (declined ? nil : $0.code == .timedOut ? timedOut : .transport($0))
                 }
