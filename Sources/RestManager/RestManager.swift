@@ -2357,6 +2357,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
         /// Ends the exchange once and delivers `results` to every waiting handle (`unlessWatched`: only if none waits).
         private func finish(_ results: Results, unlessWatched: Bool = false) {
+            var results = results
             let outcome: (waiting: [RequestHandle], resources: Resources, request: URLRequest)? = lock.withLock {
                 guard !finished, !unlessWatched || handles.isEmpty else { return nil }
                 if results.isSuccess { transfer?.reportProgress(of: task, final: true) }
@@ -2365,6 +2366,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 if metrics.attempts.last?.statusCode == 304, results.statusCode ?? 304 != 304 {
                     metrics.source = .revalidated
                 }
+                results.metrics = metrics
                 // Closes a download's file; the task and the timers are stopped outside the lock.
                 transfer?.release()
                 defer {
@@ -2380,8 +2382,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
             lock.withLock { stepsTask }?.cancel()
             release(outcome.resources)
             if let key = lock.withLock({ sharedKey }) { sharing?.withLock { if $0[key] === self { $0[key] = nil } } }
-            var results = results
-            results.metrics = lock.withLock { metrics }
             for handle in outcome.waiting { handle.deliver(results, request: outcome.request) }
         }
 
