@@ -288,9 +288,15 @@ func cacheLine(_ row: Row) -> String {
 // --streaming: only the streaming rows.
 func streamingLine(_ row: Row) -> String {
     if let worst = row.extra?["worstMicroseconds"] {
+        let read = (row.extra?["streamReadBytes"] ?? 0) / 1_048_576
+        let stream = [
+            0: String(format: " (the stream: %.1f MiB read, not ended 5 s later)", read),
+            1: String(format: " (the stream: %.1f MiB read, then an error: its reader fell behind)", read),
+            2: String(format: " (the stream: %.1f MiB read, then its end)", read)
+        ]
         return String(
-            format: "%@, %@: median %.1f ms, worst %.1f ms", row.scenario, row.client, row.p50Microseconds / 1000,
-            worst / 1000)
+            format: "%@, %@: median %.1f ms, worst %.1f ms%@", row.scenario, row.client, row.p50Microseconds / 1000,
+            worst / 1000, row.extra?["streamEnded"].flatMap { stream[Int($0)] } ?? "")
     }
     if row.ratioToRaw == nil {
         return String(

@@ -463,25 +463,31 @@ final class StreamingTests: MockServerTestCase {
         }
     }
 
-    /// A reader kept off a core for 0.2 s while loopback brings far more than `maximumUnreadBytes`: the delegate queue
-    /// (and so the network) waits for it, and every byte arrives, in order.
-    func testAReaderThatPausesBrieflyKeepsTheStream() async throws {
-        let size = 64 << 20
-        let (body, _) = try await rest.stream(request("/_test/files/\(size)"))
+    /// A reader slower than the network does not slow the network down: on Linux that wait would hold
+    /// FoundationNetworking's one queue, and every call in the process with it. Once `maximumUnreadBytes` wait for it,
+    /// the stream ends: the reader gets the bytes already received, in order, then `dataLengthExceedsMaximum`. A
+    /// network held for the reader (up to half a second, each time it fell behind) brought the whole 256 MiB to a
+    /// reader taking all that waits every 0.3 s; loopback brings 16 MiB far sooner, even under the sanitizers.
+    func testAReaderSlowerThanTheNetworkEndsItsStreamInsteadOfSlowingIt() async throws {
+        let size = 256 << 20
+        let (body, _) = try await rest.stream(request("/_test/files/\(size)?dropAfter=\(size - 1)"))
         var count = 0
         var misplaced: Int?
-        var paused = false
-        for try await chunk in body {
-            // Byte i of the pattern is i mod 251: each chunk starts where the last ended.
-            if chunk.first != UInt8(count % 251), misplaced == nil { misplaced = count }
-            count += chunk.count
-            if !paused {
-                paused = true
-                try await Task.sleep(nanoseconds: 200_000_000)
+        do {
+            for try await chunk in body {
+                // Byte i of the pattern is i mod 251: each chunk starts where the last ended.
+                if chunk.first != UInt8(count % 251), misplaced == nil { misplaced = count }
+                count += chunk.count
+                try await Task.sleep(nanoseconds: 300_000_000)
             }
+            XCTFail("a reader slower than the network must get an error, not the whole body")
+        } catch RestManager.CustomError.transport(let error) {
+            XCTAssertEqual(error.code, .dataLengthExceedsMaximum)
         }
-        XCTAssertEqual(count, size)
         XCTAssertNil(misplaced, "a chunk out of order")
+        XCTAssertGreaterThan(count, RestManager.ResponseBody.maximumUnreadBytes - 65_536)
+        XCTAssertLessThanOrEqual(count, RestManager.ResponseBody.maximumUnreadBytes + 65_536)
+        XCTAssertTrue(eventually { server.openConnectionCount == 0 }, "the connection stayed open")
     }
 
     func testTheBodyIsNotKeptWholeWhileItStreams() async throws {
