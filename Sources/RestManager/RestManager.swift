@@ -79,7 +79,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         set { withState { $0.idleTimeout = newValue } }
     }
 
-    /// The queue completion handlers are called on (default `.global(qos: .userInitiated)`). As with URLSession, a
+    /// The queue completion handlers are called on (default `.global(qos: .userInitiated)`; an `await` needs none). A
     /// completion that blocks holds a thread of this queue: one that waits for another request should use a queue of
     /// its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
     public var callbackQueue: DispatchQueue {
@@ -726,7 +726,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
-        private let queue: DispatchQueue
+        /// Where the completion runs; nil when it only resumes an `async` caller (a hop there would add nothing).
+        private var queue: DispatchQueue?
         private weak var exchange: Exchange?
         private var wasCancelled = false
         /// Whether this caller joined an identical call (de-duplication): its metrics are `.shared`, without attempts.
@@ -762,10 +763,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// Reports `finished` and calls the completion on its queue if it has not been called yet.
         func deliver(_ results: Results, request: URLRequest? = nil, cancelling: Bool = false) {
             var taken: (@Sendable (Results) -> Void)?
-            let (named, joined, exchange) = lock.withLock { () -> (URLRequest, Bool, Exchange?) in
+            let (named, joined, exchange, queue) = lock.withLock {
                 swap(&taken, &completion)
                 if taken != nil { wasCancelled = cancelling }
-                return (request ?? eventRequest, self.joined, self.exchange)
+                return (request ?? eventRequest, self.joined, self.exchange, self.queue)
             }
             guard let taken else { return }
             var results = results
@@ -774,8 +775,11 @@ nonisolated public final class RestManager: @unchecked Sendable {
             results.metrics = joined ? none : results.metrics ?? exchange?.measured(endingWith: results.error) ?? none
             results.metrics?.duration = RestManager.seconds(since: started)
             eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))
-            queue.async { [results] in taken(results) }
+            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }
         }
+
+        /// The completion resumes an `async` caller: it runs where the call ends.
+        func completesInline() { lock.withLock { queue = nil } }
 
         /// Names the request as built in the `finished` event.
         func describe(_ request: URLRequest) { lock.withLock { eventRequest = request } }
@@ -915,7 +919,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
     /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry
     /// policy. Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
-    /// They run one at a time in a task made where the call was made: they see its task-local values on every attempt.
+    /// They run one at a time in a task made where the call was made, so they see its task-local values on every
+    /// attempt. It starts on the calling thread: an `adapt` that does not suspend runs there at once, with no task hop.
     /// ```swift
     /// struct RetryOnce503: RestManager.Interceptor {
     ///     func decide(
@@ -1729,7 +1734,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
         private var unread = Data()
         private var reader: CheckedContinuation<Data?, any Error>?
         private var handle: RequestHandle?
-        private var cancelled = false
 
         /// Whether a 2xx head was handed over.
         var isOpen: Bool { lock.withLock { (try? headOutcome?.get()) != nil } }
@@ -1738,13 +1742,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         func attach(_ handle: RequestHandle) { lock.withLock { self.handle = handle } }
 
         /// Ends the call (once nobody reads, or the reader's task was cancelled).
-        func cancel() {
-            let handle = lock.withLock { () -> RequestHandle? in
-                cancelled = true
-                return self.handle
-            }
-            handle?.cancel()
-        }
+        func cancel() { lock.withLock { handle }?.cancel() }
 
         /// Waits for the head (or the reason there is none).
         func head() async throws -> (ResponseBody, Response) {
@@ -1767,9 +1765,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             waiter?.resume(with: outcome.map { (ResponseBody(self), $0) })
         }
 
-        /// Queues a chunk for the reader, or hands it over to a waiting one. It never waits for a reader that fell
-        /// behind: on Linux that wait holds FoundationNetworking's one queue, every session's, so every call in the
-        /// process would wait with it (`restbench --stall`: 3.1 s for GETs that take 4 ms alone).
+        /// Queues a chunk for the reader, or hands it over to a waiting one; never waits for a reader behind: on Linux
+        /// that holds FoundationNetworking's one queue, and so every call in the process (3.1 s for 4 ms GETs).
         func append(_ data: Data) throws {
             let waiting = try lock.withLock { () throws -> CheckedContinuation<Data?, any Error>? in
                 // A reader waits only once it has taken every byte: this one comes next.
@@ -1778,7 +1775,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     return reader
                 }
                 let limit = ResponseBody.maximumUnreadBytes
-                guard unread.count + data.count <= limit || cancelled else {
+                guard unread.count + data.count <= limit else {
                     throw ResponseBody.overflow("The stream's reader fell more than \(limit) bytes behind; read faster")
                 }
                 unread.append(data)
@@ -1968,9 +1965,15 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
             beginAttempt()
-            // Made after the first step was queued, which it then runs without a hop to wait for it (a hop per call).
+            // Made after the first step was queued, which it runs at once on this thread up to its first suspension:
+            // an adapt that does not suspend (a token added) costs no hop.
             if let jobs {
-                let task = Task { for await job in jobs { await job() } }
+                let task: Task<Void, Never>
+                if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+                    task = Task.immediate { for await job in jobs { await job() } }
+                } else {
+                    task = Task { for await job in jobs { await job() } }
+                }
                 if !unlessFinished({ stepsTask = task }) { task.cancel() }
             }
         }
@@ -2497,6 +2500,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
                 let handle = start { continuation.resume(returning: $0) }
+                handle.completesInline()
                 // Set, then checked (onCancel does the reverse): one of the two cancels, twice is harmless.
                 slot.withLock { $0.handle = handle }
                 if slot.withLock({ $0.cancelled }) { handle.cancel() }
