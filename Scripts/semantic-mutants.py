@@ -228,7 +228,7 @@ cases = [
  ("no final progress report", C, '''if results.isSuccess { transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),
  # Events and interceptors
  ("finished reported after the completion", C, '''            eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))
-            queue.async { [results] in taken(results) }''', '''            queue.async { [results] in taken(results) }
+            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }''', '''            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }
             eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))''', "EventTests"),
  ("an adapted request not validated", C, '''            for (name, value) in request.allHTTPHeaderFields ?? [:] { try validateHeader(name: name, value: value) }''', '''''', "InterceptorTests|RequestSafetyTests|NoSilentChangeTests"),
  ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),
@@ -275,8 +275,8 @@ cases = [
 ''', '''''', "ServerSentEventsTests"),
  ("SSE: quiet connections do not back off", S, '''let backoff = quietConnections == 0 ? 0 : Swift.min(0.05 * Double(1 << quietConnections), 30)''', '''let backoff = 0.0''', "ServerSentEventsTests"),
  ("SSE: the backoff after a connection with events", S, '''let backoff = quietConnections == 0 ? 0 : Swift.min(0.05 * Double(1 << quietConnections), 30)''', '''let backoff = Swift.min(0.05 * Double(1 << quietConnections), 30)''', "ServerSentEventsTests"),
- ("an adapted URL not checked", C, '''                    adapted.url = try RequestBuilder.urlWithQuery(
-                        adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
+ ("an adapted URL not checked", C, '''                        adapted.url = try RequestBuilder.urlWithQuery(
+                            adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
 ''', '''''', "InterceptorTests"),
  ("no URL length limit (libcurl's Out of memory)", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count > 100_000_000 {''', "RequestSafetyTests"),
  ("URL length limit off by one", C, '''text.utf8.count > 1_000_000 {''', '''text.utf8.count >= 1_000_000 {''', "RequestSafetyTests"),

@@ -919,8 +919,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
 
     /// Sees every attempt of every call: the manager's interceptors in order, then the request's, then the retry
     /// policy. Both methods are optional. A call makes at most `maximumAttempts` attempts, whatever interceptors ask.
-    /// They run one at a time in a task made where the call was made, so they see its task-local values on every
-    /// attempt. It starts on the calling thread: an `adapt` that does not suspend runs there at once, with no task hop.
+    /// They run one at a time in a task made where the call was made: they see its task-local values on every attempt.
     /// ```swift
     /// struct RetryOnce503: RestManager.Interceptor {
     ///     func decide(
@@ -1965,15 +1964,9 @@ nonisolated public final class RestManager: @unchecked Sendable {
                 startTimer(after: check, repeating: check) { [weak self] in self?.checkIdle() }
             }
             beginAttempt()
-            // Made after the first step was queued, which it runs at once on this thread up to its first suspension:
-            // an adapt that does not suspend (a token added) costs no hop.
+            // Made after the first step was queued, which it then runs without a hop to wait for it (a hop per call).
             if let jobs {
-                let task: Task<Void, Never>
-                if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
-                    task = Task.immediate { for await job in jobs { await job() } }
-                } else {
-                    task = Task { for await job in jobs { await job() } }
-                }
+                let task = Task { for await job in jobs { await job() } }
                 if !unlessFinished({ stepsTask = task }) { task.cancel() }
             }
         }
@@ -2025,8 +2018,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
                     }
                     try RequestBuilder.validateAdapted(adapted)
                     // An http(s) URL, which none is not: FoundationNetworking would speak FTP, or read a `data:` URL.
-                    adapted.url = try RequestBuilder.urlWithQuery(
-                        adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
+                    if adapted.url != self.firstRequest.url {
+                        adapted.url = try RequestBuilder.urlWithQuery(
+                            adapted.url ?? URL(fileURLWithPath: "/"), query: RestEntity())
+                    }
                     self.transmit(adapted, attempt: number)
                 } catch {
                     // As thrown: the caller catches its own interceptor's error.

@@ -301,35 +301,6 @@ final class InterceptorTests: MockServerTestCase {
         }
     }
 
-    /// An adapt that does not suspend costs no task hop: it runs at once on the thread that made the call, before
-    /// `makeRequest` returns (a task of its own ran it on another thread, later).
-    func testAnAdaptThatDoesNotSuspendRunsOnTheCallersThreadAtOnce() {
-        struct ThreadRecorder: RestManager.Interceptor {
-            let log: ResultBox<String>
-            func adapt(_ request: URLRequest, attempt: Int) async throws -> URLRequest {
-                log.set("adapt \(pthread_self())")
-                return request
-            }
-        }
-        server.stub(path: "/here") { _ in .text("ok") }
-        let log = ResultBox<String>()
-        rest.interceptors = [ThreadRecorder(log: log)]
-        let done = expectation(description: "completion")
-        let returned = expectation(description: "makeRequest returned")
-        let rest = self.rest!
-        let target = url("/here")
-        let caller = Thread {
-            let me = pthread_self()
-            rest.makeRequest(toURL: target, withHttpMethod: .get) { _ in done.fulfill() }
-            log.set("returned \(me)")
-            returned.fulfill()
-        }
-        caller.start()
-        wait(for: [done, returned], timeout: 30)
-        let thread = log.all.last?.split(separator: " ").last ?? "?"
-        XCTAssertEqual(log.all, ["adapt \(thread)", "returned \(thread)"])
-    }
-
     /// Interceptors run in the calling task's context on every attempt: a retry (started by a timer) and a call whose
     /// multipart body was assembled from a file (on another thread) see the caller's task-local values.
     func testInterceptorsSeeTheCallersTaskLocalValuesOnEveryAttempt() async throws {
