@@ -228,7 +228,7 @@ cases = [
  ("no final progress report", C, '''if results.isSuccess { transfer?.reportProgress(of: task, final: true) }''', '''''', "DownloadTests|UploadTests"),
  # Events and interceptors
  ("finished reported after the completion", C, '''            eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))
-            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }''', '''            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }
+            queue.async { [results] in taken(results) }''', '''            queue.async { [results] in taken(results) }
             eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))''', "EventTests"),
  ("an adapted request not validated", C, '''            for (name, value) in request.allHTTPHeaderFields ?? [:] { try validateHeader(name: name, value: value) }''', '''''', "InterceptorTests|RequestSafetyTests|NoSilentChangeTests"),
  ("an answer skips the later interceptors", C, '''return await self.decide(answer.results, for: adapted, attempt: number, from: index + 1)''', '''return await self.decide(answer.results, for: adapted, attempt: number, from: interceptors.count)''', "InterceptorTests|ResponseCacheTests"),

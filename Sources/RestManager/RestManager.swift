@@ -79,7 +79,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
         set { withState { $0.idleTimeout = newValue } }
     }
 
-    /// The queue completion handlers are called on (default `.global(qos: .userInitiated)`; an `await` needs none). A
+    /// The queue completion handlers are called on (default `.global(qos: .userInitiated)`). As with URLSession, a
     /// completion that blocks holds a thread of this queue: one that waits for another request should use a queue of
     /// its own (a serial queue always gets a thread), or `await`. Deadlines never depend on it.
     public var callbackQueue: DispatchQueue {
@@ -726,8 +726,7 @@ nonisolated public final class RestManager: @unchecked Sendable {
     public final class RequestHandle: @unchecked Sendable {
         private let lock = Lock()
         private var completion: (@Sendable (Results) -> Void)?
-        /// Where the completion runs; nil when it only resumes an `async` caller (a hop there would add nothing).
-        private var queue: DispatchQueue?
+        private let queue: DispatchQueue
         private weak var exchange: Exchange?
         private var wasCancelled = false
         /// Whether this caller joined an identical call (de-duplication): its metrics are `.shared`, without attempts.
@@ -763,10 +762,10 @@ nonisolated public final class RestManager: @unchecked Sendable {
         /// Reports `finished` and calls the completion on its queue if it has not been called yet.
         func deliver(_ results: Results, request: URLRequest? = nil, cancelling: Bool = false) {
             var taken: (@Sendable (Results) -> Void)?
-            let (named, joined, exchange, queue) = lock.withLock {
+            let (named, joined, exchange) = lock.withLock { () -> (URLRequest, Bool, Exchange?) in
                 swap(&taken, &completion)
                 if taken != nil { wasCancelled = cancelling }
-                return (request ?? eventRequest, self.joined, self.exchange, self.queue)
+                return (request ?? eventRequest, self.joined, self.exchange)
             }
             guard let taken else { return }
             var results = results
@@ -775,11 +774,8 @@ nonisolated public final class RestManager: @unchecked Sendable {
             results.metrics = joined ? none : results.metrics ?? exchange?.measured(endingWith: results.error) ?? none
             results.metrics?.duration = RestManager.seconds(since: started)
             eventHandler?(.finished(named, results, duration: results.metrics?.duration ?? 0))
-            if let queue { queue.async { [results] in taken(results) } } else { taken(results) }
+            queue.async { [results] in taken(results) }
         }
-
-        /// The completion resumes an `async` caller: it runs where the call ends.
-        func completesInline() { lock.withLock { queue = nil } }
 
         /// Names the request as built in the `finished` event.
         func describe(_ request: URLRequest) { lock.withLock { eventRequest = request } }
@@ -2495,7 +2491,6 @@ nonisolated public final class RestManager: @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
                 let handle = start { continuation.resume(returning: $0) }
-                handle.completesInline()
                 // Set, then checked (onCancel does the reverse): one of the two cancels, twice is harmless.
                 slot.withLock { $0.handle = handle }
                 if slot.withLock({ $0.cancelled }) { handle.cancel() }

@@ -65,34 +65,6 @@ final class AsyncAndCodableTests: MockServerTestCase {
         }
     }
 
-    /// `callbackQueue` is for completion handlers: an `await` resumes its task where the call ends, so a held queue
-    /// (a busy main queue, say) holds no async caller, whatever API it awaits.
-    func testAsyncCallsDoNotWaitForTheCallbackQueue() async throws {
-        struct Single: Decodable {
-            struct User: Decodable { let id: Int }
-            let data: User
-        }
-        let held = DispatchQueue(label: "held")
-        held.suspend()
-        rest.callbackQueue = held
-        let rest = self.rest!
-        let target = url("/api/users/2")
-        let returned = expectation(description: "every await returned while the queue is held")
-        let calls = Task {
-            let results = await rest.makeRequest(toURL: target, withHttpMethod: .get)
-            let data = try await rest.data(fromURL: target)
-            let single = try await rest.request(Single.self, for: RestManager.Request(url: target))
-            returned.fulfill()
-            return (results.statusCode, data == results.data, single.data.id)
-        }
-        await fulfillment(of: [returned], timeout: 30)
-        held.resume()
-        let (status, sameData, id) = try await calls.value
-        XCTAssertEqual(status, 200)
-        XCTAssertTrue(sameData)
-        XCTAssertEqual(id, 2)
-    }
-
     func testDecodableRequestWithSnakeCaseDecoder() async throws {
         rest.urlQueryParameters.add(value: "2", forKey: "page")
         let page = try await rest.request(UserPage.self, fromURL: url("/api/users"), decoder: snakeCase)
