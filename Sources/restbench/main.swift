@@ -292,7 +292,7 @@ func streamingLine(_ row: Row) -> String {
         let stream = [
             0: String(format: " (the stream: %.1f MiB read, not ended 5 s later)", read),
             1: String(format: " (the stream: %.1f MiB read, then an error: its reader fell behind)", read),
-            2: String(format: " (the stream: %.1f MiB read, then its end)", read)
+            2: String(format: " (the stream: %.1f MiB read, then its end or another error)", read)
         ]
         return String(
             format: "%@, %@: median %.1f ms, worst %.1f ms%@", row.scenario, row.client, row.p50Microseconds / 1000,
